@@ -1,0 +1,44 @@
+# The payment guard. `make` lists the targets.
+GO        ?= go
+PKGS      := ./...
+FUZZTIME  ?= 30s
+BENCHTIME ?= 10s
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: run
+run: ## run the service on 127.0.0.1:8080 with a practice owner, agent and key (data in ./data)
+	$(GO) run ./cmd/guard serve -dev
+
+.PHONY: build
+build: ## build bin/guard and bin/guard-bench
+	$(GO) build -o bin/guard ./cmd/guard
+	$(GO) build -o bin/guard-bench ./bench/cmd/guard-bench
+
+.PHONY: test
+test: ## every test, under the race detector, with short fuzzing of each fuzz target
+	$(GO) vet $(PKGS)
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	$(MAKE) fuzz FUZZTIME=3s
+
+.PHONY: fuzz
+fuzz: ## run every fuzz target for FUZZTIME each (default 30s)
+	@set -e; $(GO) list -f '{{.ImportPath}} {{.Dir}}' ./... | while read pkg dir; do \
+		for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/func //'); do \
+			echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg >/dev/null || { $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; exit 1; }; \
+		done; \
+	done
+
+.PHONY: bench
+bench: ## load the service over HTTP on loopback and print spends/s and latency
+	$(GO) run ./bench/cmd/guard-bench $(BENCHFLAGS)
+
+.PHONY: lint
+lint: ## gofmt and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)

@@ -1,0 +1,288 @@
+package actors
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"strings"
+
+	"github.com/agentpay/guard/persistence"
+	"github.com/agentpay/guard/policy"
+)
+
+// Quotas per owner (spec 8.3).
+const (
+	MaxActiveAgentsPractice = 5
+	MaxActiveAgentsLive     = 10
+)
+
+// OwnerCreated is the answer of CreateOwner: the owner and one owner key
+// per environment, whose secrets are shown only here.
+type OwnerCreated struct {
+	Owner Owner
+	Keys  map[Env]string
+}
+
+func newUUID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+// CreateOwner creates an owner with a practice environment funded with the
+// configured practice pool, an empty live environment, and an owner key
+// for each.
+func (s *System) CreateOwner(ctx context.Context, name, email, passwordHash string) (OwnerCreated, error) {
+	email = strings.ToLower(strings.TrimSpace(email))
+	if existing, err := s.store.Get(bOwnerEmails, []byte(email)); err != nil {
+		return OwnerCreated{}, ErrUnavailable
+	} else if existing != nil {
+		return OwnerCreated{}, &Error{Code: CodeConflict, Param: "email", Message: "An owner with this e-mail already exists."}
+	}
+	now := s.clock.Now()
+	o := Owner{ID: newUUID(), Name: name, Email: email, PasswordHash: passwordHash, CreatedAt: now}
+	c := &change{}
+	c.put(bOwners, []byte(o.ID), o)
+	c.putRaw(bOwnerEmails, []byte(email), []byte(o.ID))
+	out := OwnerCreated{Owner: o, Keys: map[Env]string{}}
+	for _, env := range []Env{EnvTest, EnvLive} {
+		st := EnvState{OwnerID: o.ID, Env: env}
+		if env == EnvTest {
+			st.Balance = s.cfg.PracticePool
+		}
+		c.put(bEnvs, join(o.ID, string(env)), st)
+		k, secret := newKey(KindOwner, o.ID, "", env, now)
+		c.put(bKeys, []byte(k.ID), k)
+		c.putRaw(bKeyDigests, []byte(k.Digest), []byte(k.ID))
+		out.Keys[env] = secret
+	}
+	t := s.store.Append(s.store.Gen(), persistence.Record{Ops: c.ops})
+	if err := t.Wait(ctx); err != nil {
+		return OwnerCreated{}, ErrUnavailable
+	}
+	return out, nil
+}
+
+// CreatedKey is a key with its secret, shown once.
+type CreatedKey struct {
+	APIKey
+	Secret string `json:"secret"`
+}
+
+// CreateAgent creates an agent of the owner's environment with rules (in
+// effect at once, as version 1), and emits agent.created.
+func (s *System) CreateAgent(ctx context.Context, p Principal, name string, in *policy.RulesInput) (Agent, policy.Policy, error) {
+	if p.Kind != KindOwner {
+		return Agent{}, policy.Policy{}, errorf(CodeInvalidRequest, "Only an owner key can create agents.")
+	}
+	name = strings.TrimSpace(name)
+	if name == "" || len(name) > 100 {
+		return Agent{}, policy.Policy{}, &Error{Code: CodeParameterInvalid, Param: "name", Message: "name must be 1 to 100 characters."}
+	}
+	rules := policy.DefaultRules()
+	if in != nil {
+		var ferr *policy.FieldError
+		if rules, ferr = in.Validate(rules); ferr != nil {
+			return Agent{}, policy.Policy{}, &Error{Code: CodeParameterInvalid, Param: "policy." + ferr.Param, Message: ferr.Message}
+		}
+	}
+	env, err := s.env(p.OwnerID, p.Env())
+	if err != nil {
+		return Agent{}, policy.Policy{}, err
+	}
+	now := s.clock.Now()
+	ag := Agent{ID: NewID("agt", now), Object: "agent", OwnerID: p.OwnerID, Name: name, Status: AgentActive,
+		Livemode: p.Livemode, PolicyVersion: 1, CreatedAt: now}
+	pol := policy.NewPolicy(NewID("pol", now), ag.ID, 1, rules, p.Livemode, now, now)
+	limit := MaxActiveAgentsPractice
+	if p.Livemode {
+		limit = MaxActiveAgentsLive
+	}
+	c := &change{}
+	env.mu.Lock()
+	if env.state.ActiveAgents >= limit {
+		env.mu.Unlock()
+		return Agent{}, policy.Policy{}, &Error{Code: CodeQuotaExceeded,
+			Message: fmt.Sprintf("This environment already has %d active agents, the most allowed; archive one first.", limit)}
+	}
+	env.state.ActiveAgents++
+	c.put(bAgents, []byte(ag.ID), ag)
+	c.putRaw(bOwnerAgents, join(p.OwnerID, string(p.Env()), ag.ID), nil)
+	c.put(bPolicies, versionKey(ag.ID, 1), pol)
+	c.put(bLedgers, []byte(ag.ID), policy.Ledger{})
+	c.event(env, ag.ID, "agent.created", ag, audienceOwner, now)
+	t := s.commit(s.store.Gen(), env, c)
+	env.mu.Unlock()
+	if err := t.Wait(ctx); err != nil {
+		return Agent{}, policy.Policy{}, ErrUnavailable
+	}
+	return ag, pol, nil
+}
+
+// CreateAgentKey creates a key for one of the owner's agents.
+func (s *System) CreateAgentKey(ctx context.Context, p Principal, agentID string) (CreatedKey, error) {
+	ag, err := s.Agent(p, agentID)
+	if err != nil {
+		return CreatedKey{}, err
+	}
+	if ag.Status == AgentArchived {
+		return CreatedKey{}, &Error{Code: CodeConflict, Message: "The agent is archived; it cannot get new keys."}
+	}
+	now := s.clock.Now()
+	active := 0
+	err = s.store.Scan(bKeys, nil, nil, false, func(_, v []byte) bool {
+		var k APIKey
+		if jsonUnmarshal(v, &k) == nil && k.AgentID == agentID && k.RevokedAt == nil && now.Before(k.ExpiresAt) {
+			active++
+		}
+		return true
+	})
+	if err != nil {
+		return CreatedKey{}, ErrUnavailable
+	}
+	if active >= MaxKeysPerAgent {
+		return CreatedKey{}, &Error{Code: CodeQuotaExceeded,
+			Message: fmt.Sprintf("Agent %s already has %d active keys, the most allowed; revoke one first.", agentID, MaxKeysPerAgent)}
+	}
+	k, secret := newKey(KindAgent, p.OwnerID, agentID, p.Env(), now)
+	env, err := s.env(p.OwnerID, p.Env())
+	if err != nil {
+		return CreatedKey{}, err
+	}
+	c := &change{}
+	env.mu.Lock()
+	c.put(bKeys, []byte(k.ID), k)
+	c.putRaw(bKeyDigests, []byte(k.Digest), []byte(k.ID))
+	c.event(env, agentID, "api_key.created", k, audienceOwner, now)
+	t := s.commit(s.store.Gen(), env, c)
+	env.mu.Unlock()
+	if err := t.Wait(ctx); err != nil {
+		return CreatedKey{}, ErrUnavailable
+	}
+	return CreatedKey{APIKey: k, Secret: secret}, nil
+}
+
+// PolicyEdit builds new rules from the newest published rules.
+type PolicyEdit func(latest policy.Rules) (policy.Rules, *Error)
+
+type publishPolicy struct {
+	edit  PolicyEdit
+	reply chan publishReply
+}
+
+type publishReply struct {
+	policy policy.Policy
+	ticket *persistence.Ticket
+	err    *Error
+}
+
+// PublishPolicy publishes a new version of an agent's rules. Tightening
+// applies at once; loosening waits LoosenDelay and can be cancelled.
+func (s *System) PublishPolicy(ctx context.Context, p Principal, agentID string, edit PolicyEdit) (policy.Policy, error) {
+	if _, err := s.Agent(p, agentID); err != nil {
+		return policy.Policy{}, err
+	}
+	r, err := ask(ctx, s, agentID, func(reply chan publishReply) any { return &publishPolicy{edit: edit, reply: reply} })
+	if err != nil {
+		return policy.Policy{}, err
+	}
+	if r.err != nil {
+		return policy.Policy{}, r.err
+	}
+	if err := r.ticket.Wait(ctx); err != nil {
+		return policy.Policy{}, ErrUnavailable
+	}
+	return r.policy, nil
+}
+
+// publish runs in the agent actor, so versions are numbered in order.
+func (a *agentActor) publish(m *publishPolicy) {
+	latest := a.policy
+	_ = a.sys.store.Scan(bPolicies, prefixOf(a.id), nil, true, func(_, v []byte) bool {
+		_ = jsonUnmarshal(v, &latest)
+		return false
+	})
+	rules, err := m.edit(latest.Rules)
+	if err != nil {
+		m.reply <- publishReply{err: err}
+		return
+	}
+	now := a.now()
+	eff := now
+	loosens := policy.Loosens(a.policy.Rules, rules)
+	if loosens {
+		eff = now.Add(a.sys.cfg.LoosenDelay)
+	}
+	pol := policy.NewPolicy(NewID("pol", now), a.id, latest.Version+1, rules, a.agent.Livemode, now, eff)
+	c := &change{}
+	a.env.mu.Lock()
+	c.put(bPolicies, versionKey(a.id, pol.Version), pol)
+	ref := map[string]any{"id": pol.ID, "object": "policy", "agent_id": a.id, "version": pol.Version, "hash": pol.Hash,
+		"effective_at": pol.EffectiveAt}
+	if loosens {
+		c.event(a.env, a.id, "policy.change_requested", ref, audienceOwner, now)
+	} else {
+		a.agent.PolicyVersion = pol.Version
+		c.put(bAgents, []byte(a.id), a.agent)
+		c.event(a.env, a.id, "policy.updated", ref, audienceBoth, now)
+	}
+	t := a.sys.commit(a.gen, a.env, c)
+	a.env.mu.Unlock()
+	if !loosens {
+		pol.Paused = a.agent.Status == AgentPaused
+		a.policy = pol
+	} else {
+		a.sys.clock.AfterFunc(eff.Sub(now), func() {
+			a.sys.send(a.id, &reloadAgent{reply: make(chan error, 1)})
+		})
+	}
+	m.reply <- publishReply{policy: pol, ticket: t}
+}
+
+// EditDestinations adds or removes a pattern on one list.
+func EditDestinations(list, pattern string, add bool) (PolicyEdit, *Error) {
+	pat, err := policy.ParsePattern(pattern)
+	if err != nil {
+		return nil, &Error{Code: CodeParameterInvalid, Param: "pattern", Message: err.Error()}
+	}
+	pick := func(r *policy.Rules) *[]policy.Pattern {
+		switch list {
+		case "allowed":
+			return &r.AllowedDestinations
+		case "trusted":
+			return &r.TrustedDestinations
+		case "blocked":
+			return &r.BlockedDestinations
+		}
+		return nil
+	}
+	if pick(&policy.Rules{}) == nil {
+		return nil, &Error{Code: CodeParameterInvalid, Param: "list", Message: `list must be "allowed", "trusted" or "blocked".`}
+	}
+	return func(r policy.Rules) (policy.Rules, *Error) {
+		l := pick(&r)
+		out := make([]policy.Pattern, 0, len(*l)+1)
+		found := false
+		for _, p := range *l {
+			if p.String() == pat.String() {
+				found = true
+				if !add {
+					continue
+				}
+			}
+			out = append(out, p)
+		}
+		if add && !found {
+			out = append(out, pat)
+		}
+		if !add && !found {
+			return r, errorf(CodeNotFound, "%s is not on the %s list.", pat.String(), list)
+		}
+		*l = out
+		return r, nil
+	}, nil
+}

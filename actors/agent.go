@@ -1,0 +1,260 @@
+package actors
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/agentpay/guard/persistence"
+	"github.com/agentpay/guard/policy"
+)
+
+// agentActor owns one agent's spends, holds and counters. Every change it
+// makes is appended to the journal inside the environment lock and answered
+// with the journal ticket: the caller replies only once the ticket is
+// durable, and the settlement worker pays only once the approval is.
+type agentActor struct {
+	sys   *System
+	id    string
+	entry *agentEntry
+	gen   uint64
+
+	loaded  bool
+	loadErr *Error
+	agent   Agent
+	policy  policy.Policy
+	ledger  policy.Ledger
+	env     *envLedger
+
+	// active holds the spends that still hold allowance.
+	active map[string]*policy.Spend
+	// recent remembers idempotency keys and spend states this actor appended
+	// whose records may not be durable yet; the store answers for the rest.
+	recentKeys map[string]*recentKey
+	latest     map[string]latestState
+	// waiting are create requests whose answer waits for the settlement.
+	waiting map[string]chan SpendResult
+	// dispatched spends are with a settlement worker; they cannot be cancelled.
+	dispatched map[string]bool
+	recentBuys map[string]recentPurchase
+	// lastTicket is the newest change this actor appended.
+	lastTicket *persistence.Ticket
+	received   uint64
+}
+
+type recentKey struct {
+	spendID  string
+	fp       Fingerprint
+	ticket   *persistence.Ticket
+	inflight bool
+}
+
+type latestState struct {
+	body   []byte
+	ticket *persistence.Ticket
+}
+
+// SpendResult answers a spend request: the spend's JSON as stored, the
+// ticket to wait on before answering, and whether it is a replay.
+type SpendResult struct {
+	Body   []byte
+	Ticket *persistence.Ticket
+	Replay bool
+	Status policy.Status
+	Err    *Error
+}
+
+func newAgentActor(s *System, id string, e *agentEntry) *agentActor {
+	return &agentActor{sys: s, id: id, entry: e,
+		active: map[string]*policy.Spend{}, recentKeys: map[string]*recentKey{},
+		latest: map[string]latestState{}, waiting: map[string]chan SpendResult{}, dispatched: map[string]bool{}}
+}
+
+// Messages. Each carries its own reply channel (buffered, 1): the actor
+// never waits on anyone.
+type (
+	createSpend struct {
+		in    SpendInput
+		reply chan SpendResult
+	}
+	cancelSpend struct {
+		spendID string
+		reply   chan SpendResult
+	}
+	balanceRequest struct {
+		reply chan balanceReply
+	}
+	checkRequest struct {
+		destination string
+		amount      *policy.Amount
+		reply       chan checkReply
+	}
+	railResult struct {
+		spendID string
+		outcome policy.RailOutcome
+		err     error // the approval never became durable
+	}
+	expireSpend struct{ spendID string }
+	resumeWork  struct{}
+	reloadAgent struct{ reply chan error }
+)
+
+type balanceReply struct {
+	balance policy.Balance
+	err     *Error
+}
+
+type checkReply struct {
+	result policy.CheckResult
+	err    *Error
+}
+
+func (a *agentActor) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		a.gen = a.sys.store.Gen()
+		a.load()
+		ctx.SetReceiveTimeout(a.sys.cfg.IdleTimeout)
+		if a.loaded {
+			a.resumeOpenWork()
+		}
+		return
+	case *actor.ReceiveTimeout:
+		a.maybePassivate(ctx)
+		return
+	case *actor.Stopping, *actor.Stopped, *actor.Restarting:
+		return
+	case *createSpend:
+		a.received++
+		if a.failLoad(msg.reply) {
+			return
+		}
+		a.create(msg)
+	case *cancelSpend:
+		a.received++
+		if a.failLoad(msg.reply) {
+			return
+		}
+		a.cancel(msg)
+	case *balanceRequest:
+		a.received++
+		if !a.loaded {
+			msg.reply <- balanceReply{err: a.loadErr}
+			return
+		}
+		now := a.now()
+		a.env.mu.Lock()
+		pool := a.env.pool()
+		a.env.mu.Unlock()
+		msg.reply <- balanceReply{balance: policy.ComputeBalance(a.id, &a.policy, &a.ledger, pool, now)}
+	case *checkRequest:
+		a.received++
+		if !a.loaded {
+			msg.reply <- checkReply{err: a.loadErr}
+			return
+		}
+		now := a.now()
+		a.env.mu.Lock()
+		pool := a.env.pool()
+		a.env.mu.Unlock()
+		msg.reply <- checkReply{result: policy.Check(&a.policy, &a.ledger, pool, a.subject(), msg.destination, msg.amount, now)}
+	case *railResult:
+		a.received++
+		// A result this incarnation did not ask for (an older incarnation's
+		// worker finishing late) is dropped: this one dispatched its own.
+		if a.loaded && a.dispatched[msg.spendID] {
+			a.applyRail(ctx, msg)
+		}
+	case *expireSpend:
+		a.received++
+		if a.loaded {
+			a.expire(msg.spendID)
+		}
+	case *resumeWork:
+		a.received++
+	case *publishPolicy:
+		a.received++
+		if !a.loaded {
+			msg.reply <- publishReply{err: a.loadErr}
+			return
+		}
+		a.publish(msg)
+	case *pingAgent:
+		a.received++
+		msg.reply <- a.lastTicket
+	case *reloadAgent:
+		a.received++
+		if a.loaded {
+			a.reloadPolicy()
+		}
+		msg.reply <- nil
+	}
+}
+
+func (a *agentActor) failLoad(reply chan SpendResult) bool {
+	if a.loaded {
+		return false
+	}
+	reply <- SpendResult{Err: a.loadErr}
+	return true
+}
+
+func (a *agentActor) now() time.Time { return a.sys.clock.Now().UTC() }
+
+func (a *agentActor) subject() policy.Subject {
+	return policy.Subject{Paused: a.agent.Status == AgentPaused}
+}
+
+// maybePassivate stops an idle actor whose state is all on disk. When it
+// cannot stop yet it re-arms the timeout: protoactor cancels the receive
+// timeout once it fires, and an actor that missed its chance would
+// otherwise stay activated forever.
+func (a *agentActor) maybePassivate(ctx actor.Context) {
+	if a.canPassivate() && a.sys.passivate(a.id, a.entry, a.received) {
+		ctx.Stop(ctx.Self())
+		return
+	}
+	ctx.SetReceiveTimeout(a.sys.cfg.IdleTimeout)
+}
+
+func (a *agentActor) canPassivate() bool {
+	if len(a.waiting) > 0 || len(a.dispatched) > 0 {
+		return false
+	}
+	for _, l := range a.latest {
+		if !isDone(l.ticket) {
+			return false
+		}
+	}
+	return true
+}
+
+func isDone(t *persistence.Ticket) bool {
+	select {
+	case <-t.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// prune forgets what the store now answers for.
+func (a *agentActor) prune() {
+	for k, r := range a.recentKeys {
+		if !r.inflight && isDone(r.ticket) {
+			delete(a.recentKeys, k)
+		}
+	}
+	for id, l := range a.latest {
+		if isDone(l.ticket) {
+			delete(a.latest, id)
+		}
+	}
+}
+
+// appended records a change's ticket against the spends it touched, and
+// stops the actor if the journal lost it (its memory is then ahead of disk).
+func (a *agentActor) appended(t *persistence.Ticket, sp *policy.Spend, body []byte) {
+	a.latest[sp.ID] = latestState{body: body, ticket: t}
+	a.lastTicket = t
+}

@@ -1,0 +1,531 @@
+package actors
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/agentpay/guard/persistence"
+	"github.com/agentpay/guard/policy"
+)
+
+// SpendInput is a validated POST /v1/spends.
+type SpendInput struct {
+	Amount          policy.Amount
+	Currency        string
+	Destination     string
+	Resource        policy.Resource
+	URL             string // the resource URL as given, for the fingerprint
+	Memo            string
+	ClientReference *string
+	IdempotencyKey  string
+}
+
+// Fingerprint of the request (spec 4.2).
+func (in SpendInput) Fingerprint() Fingerprint {
+	return Fingerprint{Amount: in.Amount.Display(), Currency: in.Currency, Destination: in.Destination,
+		URL: in.URL, Method: in.Resource.Method}
+}
+
+func (a *agentActor) load() {
+	found, err := a.sys.getJSON(bAgents, []byte(a.id), &a.agent)
+	if err != nil {
+		a.loadErr = ErrUnavailable
+		return
+	}
+	if !found {
+		a.loadErr = errorf(CodeNotFound, "No agent %s exists.", a.id)
+		return
+	}
+	now := a.now()
+	if err := a.loadPolicy(now); err != nil {
+		a.loadErr = AsError(err)
+		return
+	}
+	if a.env, err = a.sys.env(a.agent.OwnerID, EnvOf(a.agent.Livemode)); err != nil {
+		a.loadErr = AsError(err)
+		return
+	}
+	if _, err := a.sys.getJSON(bLedgers, []byte(a.id), &a.ledger); err != nil {
+		a.loadErr = ErrUnavailable
+		return
+	}
+	var actives []string
+	err = a.sys.store.Scan(bActive, prefixOf(a.id), nil, false, func(k, _ []byte) bool {
+		actives = append(actives, string(k[len(a.id)+1:]))
+		return true
+	})
+	if err != nil {
+		a.loadErr = ErrUnavailable
+		return
+	}
+	for _, id := range actives {
+		sp := &policy.Spend{}
+		if ok, err := a.sys.getJSON(bSpends, []byte(id), sp); err != nil || !ok {
+			a.loadErr = ErrUnavailable
+			return
+		}
+		a.active[id] = sp
+		a.ledger.Reserve(sp, now)
+	}
+	// The 24 h per-destination window: settled spends of the last day.
+	cut := now.Add(-policy.DestinationWindowLength)
+	err = a.sys.store.Scan(bAgentSpends, prefixOf(a.id), nil, true, func(k, _ []byte) bool {
+		id := string(k[len(a.id)+1:])
+		if ms, ok := idMillis(id); ok && time.UnixMilli(ms).Before(cut.Add(-time.Minute)) {
+			return false
+		}
+		sp := &policy.Spend{}
+		if ok, err := a.sys.getJSON(bSpends, []byte(id), sp); err == nil && ok &&
+			sp.Status == policy.StatusSettled && sp.CreatedAt.After(cut) {
+			a.ledger.AddWindow(policy.WindowEntry{SpendID: id, At: sp.CreatedAt, Dest: sp.Destination, Amount: *sp.AmountSettled})
+		}
+		return true
+	})
+	if err != nil {
+		a.loadErr = ErrUnavailable
+		return
+	}
+	a.loaded = true
+}
+
+// idMillis extracts the creation time embedded in an id.
+func idMillis(id string) (int64, bool) {
+	i := indexByte([]byte(id), '_')
+	if i < 0 || len(id) < i+13 {
+		return 0, false
+	}
+	var ms int64
+	for _, c := range id[i+1 : i+13] {
+		var v int64
+		switch {
+		case c >= '0' && c <= '9':
+			v = int64(c - '0')
+		case c >= 'a' && c <= 'f':
+			v = int64(c-'a') + 10
+		default:
+			return 0, false
+		}
+		ms = ms<<4 | v
+	}
+	return ms, true
+}
+
+// loadPolicy picks the newest version already in effect.
+func (a *agentActor) loadPolicy(now time.Time) error {
+	found := false
+	err := a.sys.store.Scan(bPolicies, prefixOf(a.id), nil, true, func(_, v []byte) bool {
+		var p policy.Policy
+		if json.Unmarshal(v, &p) != nil {
+			return true
+		}
+		if !p.EffectiveAt.After(now) {
+			a.policy, found = p, true
+			return false
+		}
+		return true
+	})
+	if err != nil {
+		return ErrUnavailable
+	}
+	if !found {
+		return errorf(CodeNotFound, "Agent %s has no policy in effect.", a.id)
+	}
+	a.policy.Paused = a.agent.Status == AgentPaused
+	return nil
+}
+
+func (a *agentActor) reloadPolicy() {
+	var ag Agent
+	if ok, err := a.sys.getJSON(bAgents, []byte(a.id), &ag); err == nil && ok {
+		a.agent = ag
+	}
+	_ = a.loadPolicy(a.now())
+}
+
+// resumeOpenWork restarts what a previous incarnation left: expiry timers,
+// payments to send (with the journaled nonce) and payments to verify.
+func (a *agentActor) resumeOpenWork() {
+	for _, sp := range a.active {
+		switch sp.Status {
+		case policy.StatusPendingApproval:
+			if sp.Approval != nil {
+				a.sys.timers.schedule(sp.ID, a.id, sp.Approval.ExpiresAt)
+			}
+		case policy.StatusApproved:
+			a.dispatch(sp, nil, false, 0)
+		case policy.StatusProcessing:
+			a.dispatch(sp, nil, true, a.sys.cfg.VerifyBackoff[0])
+		}
+	}
+}
+
+func (a *agentActor) replay(reply chan SpendResult, spendID string, stored, asked Fingerprint) {
+	if diff := stored.Diff(asked); len(diff) > 0 {
+		reply <- SpendResult{Err: &Error{Code: CodeIdempotencyConflict, ChangedFields: diff, Param: diff[0],
+			Message: "This Idempotency-Key was used for a different payment (changed: " + joinList(diff) +
+				"). Use a new Idempotency-Key for a new payment, or repeat the original request unchanged."}}
+		return
+	}
+	if l, ok := a.latest[spendID]; ok {
+		reply <- SpendResult{Body: l.body, Ticket: l.ticket, Replay: true}
+		return
+	}
+	body, err := a.sys.store.Get(bSpends, []byte(spendID))
+	if err != nil || body == nil {
+		reply <- SpendResult{Err: ErrUnavailable}
+		return
+	}
+	reply <- SpendResult{Body: body, Replay: true}
+}
+
+func joinList(s []string) string {
+	out := ""
+	for i, x := range s {
+		if i > 0 {
+			out += ", "
+		}
+		out += x
+	}
+	return out
+}
+
+func (a *agentActor) create(m *createSpend) {
+	a.prune()
+	in := m.in
+	fp := in.Fingerprint()
+	if rk, ok := a.recentKeys[in.IdempotencyKey]; ok {
+		if rk.inflight {
+			m.reply <- SpendResult{Err: &Error{Code: CodeIdempotencyInProgress, RetryAfter: 1,
+				Message: "A request with this Idempotency-Key is still being processed; retry in a second to get its result."}}
+			return
+		}
+		a.replay(m.reply, rk.spendID, rk.fp, fp)
+		return
+	}
+	var idem idemRecord
+	found, err := a.sys.getJSON(bIdem, join(a.id, in.IdempotencyKey), &idem)
+	if err != nil {
+		m.reply <- SpendResult{Err: ErrUnavailable}
+		return
+	}
+	if found {
+		a.replay(m.reply, idem.SpendID, idem.Fingerprint, fp)
+		return
+	}
+
+	now := a.now()
+	id := NewID("spd", now)
+	c := &change{spends: []string{id}}
+	a.env.mu.Lock()
+	d := policy.Decide(&a.policy, &a.ledger, a.env.pool(), a.subject(),
+		policy.Request{Amount: in.Amount, Destination: in.Destination, Resource: in.Resource}, now)
+	sp := policy.NewSpend(policy.NewSpendInput{ID: id, AgentID: a.id, OwnerID: a.agent.OwnerID,
+		Livemode: a.agent.Livemode, Request: policy.Request{Amount: in.Amount, Destination: in.Destination, Resource: in.Resource},
+		Currency: in.Currency, Memo: in.Memo, ClientReference: in.ClientReference,
+		IdempotencyKey: in.IdempotencyKey, Nonce: RandomHex(16)}, &a.policy, d, now)
+	if d.NewDestination {
+		a.ledger.RecordAsked(d.Destination, now)
+	}
+	a.duplicateWarning(sp, now)
+	if sp.Status.Holds() {
+		a.ledger.Reserve(sp, now)
+		a.env.state.Held = a.env.state.Held.Add(sp.Amount)
+		a.active[id] = sp
+		c.putRaw(bActive, join(a.id, id), nil)
+	}
+	switch sp.Status {
+	case policy.StatusPendingApproval:
+		a.requestApproval(c, sp, fp, now)
+	default:
+		c.event(a.env, a.id, sp.Status.EventType(), spendRef(sp), audienceBoth, now)
+	}
+	body := mustJSON(sp)
+	c.putRaw(bSpends, []byte(id), body)
+	c.putRaw(bAgentSpends, join(a.id, id), nil)
+	c.putRaw(bEnvSpends, join(a.agent.OwnerID, string(EnvOf(a.agent.Livemode)), id), []byte(a.id))
+	c.put(bIdem, join(a.id, in.IdempotencyKey), idemRecord{SpendID: id, Fingerprint: fp, CreatedAt: now})
+	c.put(bLedgers, []byte(a.id), a.ledger.Counters())
+	t := a.sys.commit(a.gen, a.env, c)
+	a.env.mu.Unlock()
+
+	a.recentKeys[in.IdempotencyKey] = &recentKey{spendID: id, fp: fp, ticket: t, inflight: sp.Status == policy.StatusApproved}
+	a.appended(t, sp, body)
+	a.remember(sp, now)
+	switch sp.Status {
+	case policy.StatusApproved:
+		a.waiting[id] = m.reply
+		a.dispatch(sp, t, false, 0)
+	case policy.StatusPendingApproval:
+		a.sys.timers.schedule(id, a.id, sp.Approval.ExpiresAt)
+		m.reply <- SpendResult{Body: body, Ticket: t, Status: sp.Status}
+	default:
+		m.reply <- SpendResult{Body: body, Ticket: t, Status: sp.Status}
+	}
+}
+
+// requestApproval attaches an approval to a pending spend and announces it.
+func (a *agentActor) requestApproval(c *change, sp *policy.Spend, fp Fingerprint, now time.Time) {
+	aprID := NewID("apr", now)
+	exp := now.Add(time.Duration(a.policy.ApprovalTTLMinutes) * time.Minute)
+	sum := sha256.Sum256(mustJSON(fp))
+	sp.Approval = &policy.ApprovalSummary{ID: aprID, Status: "pending", ExpiresAt: exp,
+		ItemsHash: "sha256:" + hex.EncodeToString(sum[:]), ShortCode: shortCode(aprID),
+		OwnerURL: a.sys.cfg.ConsoleURL + "/approvals/" + aprID}
+	sp.Hold.ExpiresAt = &exp
+	sp.NextAction.OwnerURL = sp.Approval.OwnerURL
+	c.putRaw(bApprovals, []byte(aprID), []byte(sp.ID))
+	c.event(a.env, a.id, sp.Status.EventType(), spendRef(sp), audienceBoth, now)
+	c.event(a.env, a.id, "approval.requested", map[string]any{"id": aprID, "object": "approval", "status": "pending",
+		"spend_id": sp.ID, "expires_at": exp, "items_hash": sp.Approval.ItemsHash, "short_code": sp.Approval.ShortCode,
+		"reason": sp.ApprovalReason, "amount": sp.Amount, "destination": sp.Destination}, audienceOwner, now)
+}
+
+// shortCode is "#" and 4 characters from an alphabet without look-alikes.
+func shortCode(id string) string {
+	const alphabet = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
+	sum := sha256.Sum256([]byte(id))
+	b := []byte{'#', 0, 0, 0, 0}
+	for i := 1; i < 5; i++ {
+		b[i] = alphabet[int(sum[i])%len(alphabet)]
+	}
+	return string(b)
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func (a *agentActor) payment(sp *policy.Spend) policy.Payment {
+	return policy.Payment{SpendID: sp.ID, AgentID: a.id, OwnerID: a.agent.OwnerID, Livemode: sp.Livemode,
+		Amount: sp.Amount, Currency: sp.Currency, Destination: sp.Destination, Resource: sp.Resource,
+		Nonce: sp.Nonce, At: sp.CreatedAt}
+}
+
+// dispatch hands a payment to a settlement worker, which waits until
+// `after` is durable before it calls the rail.
+func (a *agentActor) dispatch(sp *policy.Spend, after *persistence.Ticket, verify bool, delay time.Duration) {
+	a.dispatched[sp.ID] = true
+	a.sys.settle(a.id, a.payment(sp), after, verify, delay)
+}
+
+// applyRail records what the rail said.
+func (a *agentActor) applyRail(ctx actor.Context, m *railResult) {
+	delete(a.dispatched, m.spendID)
+	sp := a.active[m.spendID]
+	if m.err != nil {
+		// The approval never became durable: this actor's memory is ahead of
+		// the disk. Answer, then stop; the next message reloads from disk.
+		if ch, ok := a.waiting[m.spendID]; ok {
+			ch <- SpendResult{Err: ErrUnavailable}
+			delete(a.waiting, m.spendID)
+		}
+		a.sys.dropAgent(a.id, a.entry)
+		ctx.Stop(ctx.Self())
+		return
+	}
+	if sp == nil {
+		return
+	}
+	now := a.now()
+	o := m.outcome
+	if o.Status == policy.RailUnknown && sp.Status == policy.StatusProcessing {
+		a.verifyLater(sp) // still unknown: nothing changed, nothing to record
+		return
+	}
+	c := &change{spends: []string{sp.ID}}
+	a.env.mu.Lock()
+	switch o.Status {
+	case policy.RailSettled:
+		a.settle(c, sp, o, now)
+	case policy.RailUnknown:
+		sp.Processing(o, now)
+		c.event(a.env, a.id, sp.Status.EventType(), spendRef(sp), audienceBoth, now)
+	default:
+		a.ledger.Release(sp.ID, now)
+		a.env.state.Held = a.env.state.Held.Sub(sp.Amount)
+		sp.Fail(o, now)
+		c.event(a.env, a.id, sp.Status.EventType(), spendRef(sp), audienceBoth, now)
+	}
+	body := mustJSON(sp)
+	c.putRaw(bSpends, []byte(sp.ID), body)
+	c.put(bLedgers, []byte(a.id), a.ledger.Counters())
+	if sp.Status.Terminal() {
+		c.del(bActive, join(a.id, sp.ID))
+	}
+	t := a.sys.commit(a.gen, a.env, c)
+	a.env.mu.Unlock()
+	a.appended(t, sp, body)
+	if sp.Status.Terminal() {
+		delete(a.active, sp.ID)
+	} else {
+		a.verifyLater(sp)
+	}
+	a.answerWaiting(sp, body, t)
+}
+
+func (a *agentActor) answerWaiting(sp *policy.Spend, body []byte, t *persistence.Ticket) {
+	if ch, ok := a.waiting[sp.ID]; ok {
+		ch <- SpendResult{Body: body, Ticket: t, Status: sp.Status}
+		delete(a.waiting, sp.ID)
+	}
+	if rk, ok := a.recentKeys[sp.IdempotencyKey]; ok && rk.spendID == sp.ID {
+		rk.inflight = false
+		rk.ticket = t
+	}
+}
+
+func (a *agentActor) verifyLater(sp *policy.Spend) {
+	n := 0
+	if sp.ProcessingDetail != nil {
+		n = int(a.now().Sub(sp.ProcessingDetail.Since) / time.Second)
+	}
+	// Back off with the time already spent unknown: short at first, then
+	// the last configured delay forever.
+	delay := a.sys.cfg.VerifyBackoff[len(a.sys.cfg.VerifyBackoff)-1]
+	elapsed := time.Duration(n) * time.Second
+	var sum time.Duration
+	for _, d := range a.sys.cfg.VerifyBackoff {
+		sum += d
+		if elapsed < sum {
+			delay = d
+			break
+		}
+	}
+	a.dispatch(sp, nil, true, delay)
+}
+
+// settle records a confirmed payment with its signed receipt. Caller holds
+// the environment lock: the receipt chain follows journal order.
+func (a *agentActor) settle(c *change, sp *policy.Spend, o policy.RailOutcome, now time.Time) {
+	price, err := policy.ParseAmount(o.Price.Display())
+	if err != nil || price.Cmp(sp.Amount) > 0 || price.Sign() < 0 {
+		a.sys.log.Error("rail reported a price outside the accepted maximum", "spend", sp.ID, "price", o.Price.String(), "max", sp.Amount.String())
+		if err != nil {
+			price = sp.Amount
+		}
+	}
+	o.Price = price
+	rid := NewID("rcp", now)
+	claims := policy.ReceiptClaims{ReceiptID: rid, SpendID: sp.ID, AgentID: a.id, OwnerID: a.agent.OwnerID,
+		Livemode: sp.Livemode, Amount: sp.Amount.String(), AmountSettled: price.Display(), Currency: sp.Currency,
+		Destination: sp.Destination, Resource: sp.Resource, Network: o.Network, Reference: o.Reference,
+		PolicyVersion: sp.PolicyVersion, PolicyHash: sp.PolicyHash, IssuedAt: now.Unix(), PrevHash: a.env.state.ReceiptChain}
+	if o.Result != nil {
+		claims.BodySHA256 = o.Result.BodySHA256
+	}
+	jws, kid, err := a.sys.cfg.Signer.Sign(claims)
+	if err != nil {
+		a.sys.log.Error("signing a receipt failed; the spend settles without one", "spend", sp.ID, "err", err)
+		rid = ""
+	} else {
+		a.env.state.ReceiptChain = chainHash(jws)
+		c.put(bReceipts, []byte(rid), Receipt{ID: rid, Object: "receipt", SpendID: sp.ID, AgentID: a.id,
+			OwnerID: a.agent.OwnerID, Livemode: sp.Livemode, JWS: jws, KeyID: kid, CreatedAt: now})
+	}
+	a.ledger.Settle(sp.ID, price, now)
+	a.env.state.Held = a.env.state.Held.Sub(sp.Amount)
+	a.env.state.Balance = a.env.state.Balance.Sub(price)
+	sp.Settle(o, rid, now)
+	if rid == "" {
+		sp.Settlement.ReceiptID = nil
+	}
+	c.event(a.env, a.id, sp.Status.EventType(), spendRef(sp), audienceBoth, now)
+}
+
+// cancel handles POST /v1/spends/{id}/cancel.
+func (a *agentActor) cancel(m *cancelSpend) {
+	a.prune()
+	sp := a.active[m.spendID]
+	if sp == nil {
+		a.cancelInactive(m)
+		return
+	}
+	if sp.Status == policy.StatusProcessing || a.dispatched[sp.ID] {
+		m.reply <- SpendResult{Err: &Error{Code: CodeCancelTooLate,
+			Message: "The payment was already sent to the vendor and cannot be cancelled; poll it until it settles or fails."}}
+		return
+	}
+	now := a.now()
+	c := &change{spends: []string{sp.ID}}
+	a.env.mu.Lock()
+	a.ledger.Release(sp.ID, now)
+	a.env.state.Held = a.env.state.Held.Sub(sp.Amount)
+	if sp.Approval != nil {
+		sp.Approval.Status = "cancelled"
+	}
+	sp.Cancel(now)
+	c.event(a.env, a.id, sp.Status.EventType(), spendRef(sp), audienceBoth, now)
+	body := mustJSON(sp)
+	c.putRaw(bSpends, []byte(sp.ID), body)
+	c.del(bActive, join(a.id, sp.ID))
+	c.put(bLedgers, []byte(a.id), a.ledger.Counters())
+	t := a.sys.commit(a.gen, a.env, c)
+	a.env.mu.Unlock()
+	delete(a.active, sp.ID)
+	a.sys.timers.cancel(sp.ID)
+	a.appended(t, sp, body)
+	m.reply <- SpendResult{Body: body, Ticket: t, Status: sp.Status}
+}
+
+func (a *agentActor) cancelInactive(m *cancelSpend) {
+	var body []byte
+	var t *persistence.Ticket
+	if l, ok := a.latest[m.spendID]; ok {
+		body, t = l.body, l.ticket
+	} else {
+		var err error
+		if body, err = a.sys.store.Get(bSpends, []byte(m.spendID)); err != nil {
+			m.reply <- SpendResult{Err: ErrUnavailable}
+			return
+		}
+	}
+	var sp policy.Spend
+	if body == nil || json.Unmarshal(body, &sp) != nil || sp.AgentID != a.id {
+		m.reply <- SpendResult{Err: errorf(CodeNotFound, "No spend %s exists for this agent.", m.spendID)}
+		return
+	}
+	switch sp.Status {
+	case policy.StatusCancelled:
+		m.reply <- SpendResult{Body: body, Ticket: t, Status: sp.Status}
+	case policy.StatusSettled:
+		m.reply <- SpendResult{Err: &Error{Code: CodeCancelTooLate, Message: "The payment already settled and cannot be cancelled."}}
+	default:
+		m.reply <- SpendResult{Err: &Error{Code: CodeConflict,
+			Message: "Only a payment that is pending_approval or approved can be cancelled; this one is " + string(sp.Status) + "."}}
+	}
+}
+
+// expire ends a pending approval whose lifetime ran out.
+func (a *agentActor) expire(spendID string) {
+	sp := a.active[spendID]
+	if sp == nil || sp.Status != policy.StatusPendingApproval || sp.Approval == nil {
+		return
+	}
+	now := a.now()
+	if now.Before(sp.Approval.ExpiresAt) {
+		a.sys.timers.schedule(sp.ID, a.id, sp.Approval.ExpiresAt)
+		return
+	}
+	c := &change{spends: []string{sp.ID}}
+	a.env.mu.Lock()
+	a.ledger.Release(sp.ID, now)
+	a.env.state.Held = a.env.state.Held.Sub(sp.Amount)
+	sp.Expire(now)
+	c.event(a.env, a.id, sp.Status.EventType(), spendRef(sp), audienceBoth, now)
+	body := mustJSON(sp)
+	c.putRaw(bSpends, []byte(sp.ID), body)
+	c.del(bActive, join(a.id, sp.ID))
+	c.put(bLedgers, []byte(a.id), a.ledger.Counters())
+	t := a.sys.commit(a.gen, a.env, c)
+	a.env.mu.Unlock()
+	delete(a.active, sp.ID)
+	a.appended(t, sp, body)
+}

@@ -1,0 +1,197 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/agentpay/guard/policy"
+)
+
+// CreateSpend registers a spend for the principal's agent and, when the
+// rules allow, pays. The result's ticket must be waited on (WaitDurable)
+// before anyone is told.
+func (s *System) CreateSpend(ctx context.Context, p Principal, in SpendInput) (SpendResult, error) {
+	r, err := ask(ctx, s, p.AgentID, func(reply chan SpendResult) any { return &createSpend{in: in, reply: reply} })
+	if err != nil {
+		return SpendResult{}, err
+	}
+	if r.Err != nil {
+		return r, r.Err
+	}
+	return r, WaitDurable(ctx, r)
+}
+
+// WaitDurable waits until the change behind a result is on disk.
+func WaitDurable(ctx context.Context, r SpendResult) error {
+	if r.Ticket == nil {
+		return nil
+	}
+	if err := r.Ticket.Wait(ctx); err != nil {
+		if ctx.Err() != nil {
+			return &Error{Code: CodeTimeout, Message: "The request was cancelled while the change was being recorded."}
+		}
+		return ErrUnavailable
+	}
+	return nil
+}
+
+// CancelSpend cancels a pending or approved spend of the principal's agent.
+func (s *System) CancelSpend(ctx context.Context, p Principal, spendID string) (SpendResult, error) {
+	if !ValidID("spd", spendID) {
+		return SpendResult{}, errorf(CodeNotFound, "No spend %s exists.", spendID)
+	}
+	r, err := ask(ctx, s, p.AgentID, func(reply chan SpendResult) any { return &cancelSpend{spendID: spendID, reply: reply} })
+	if err != nil {
+		return SpendResult{}, err
+	}
+	if r.Err != nil {
+		return r, r.Err
+	}
+	return r, WaitDurable(ctx, r)
+}
+
+// GetSpend reads a spend's durable state. An agent sees only its own, an
+// owner only its environment's; anything else is not found. With wait > 0
+// it returns as soon as the spend changes, or when wait ends.
+func (s *System) GetSpend(ctx context.Context, p Principal, spendID string, wait time.Duration) ([]byte, error) {
+	if !ValidID("spd", spendID) {
+		return nil, errorf(CodeNotFound, "No spend %s exists.", spendID)
+	}
+	var ch chan struct{}
+	if wait > 0 {
+		var cancel func()
+		ch, cancel = s.hub.watch(spendID)
+		defer cancel()
+	}
+	body, sp, err := s.readSpend(p, spendID)
+	if err != nil || wait <= 0 || sp.Status.Terminal() {
+		return body, err
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	body, _, err = s.readSpend(p, spendID)
+	return body, err
+}
+
+func (s *System) readSpend(p Principal, spendID string) ([]byte, policy.Spend, error) {
+	var sp policy.Spend
+	body, err := s.store.Get(bSpends, []byte(spendID))
+	if err != nil {
+		return nil, sp, ErrUnavailable
+	}
+	if body == nil || json.Unmarshal(body, &sp) != nil || !s.visible(p, sp.AgentID, sp.Livemode) {
+		return nil, sp, errorf(CodeNotFound, "No spend %s exists.", spendID)
+	}
+	return body, sp, nil
+}
+
+// visible reports whether the principal may see an object of this agent.
+func (s *System) visible(p Principal, agentID string, livemode bool) bool {
+	if livemode != p.Livemode {
+		return false
+	}
+	if p.Kind == KindAgent {
+		return agentID == p.AgentID
+	}
+	var ag Agent
+	ok, err := s.getJSON(bAgents, []byte(agentID), &ag)
+	return err == nil && ok && ag.OwnerID == p.OwnerID
+}
+
+// Check simulates a spend (spec 4.6); it reserves nothing.
+func (s *System) Check(ctx context.Context, p Principal, destination string, amount *policy.Amount) (policy.CheckResult, error) {
+	r, err := ask(ctx, s, p.AgentID, func(reply chan checkReply) any {
+		return &checkRequest{destination: destination, amount: amount, reply: reply}
+	})
+	if err != nil {
+		return policy.CheckResult{}, err
+	}
+	if r.err != nil {
+		return policy.CheckResult{}, r.err
+	}
+	return r.result, nil
+}
+
+// Balance is the agent's spendable amount (spec 2.7).
+func (s *System) Balance(ctx context.Context, p Principal) (policy.Balance, error) {
+	r, err := ask(ctx, s, p.AgentID, func(reply chan balanceReply) any { return &balanceRequest{reply: reply} })
+	if err != nil {
+		return policy.Balance{}, err
+	}
+	if r.err != nil {
+		return policy.Balance{}, r.err
+	}
+	return r.balance, nil
+}
+
+// Policy is the agent's policy in effect.
+func (s *System) Policy(p Principal, agentID string) (policy.Policy, error) {
+	if p.Kind == KindAgent {
+		agentID = p.AgentID
+	}
+	var ag Agent
+	if ok, err := s.getJSON(bAgents, []byte(agentID), &ag); err != nil {
+		return policy.Policy{}, ErrUnavailable
+	} else if !ok || !s.visible(p, agentID, ag.Livemode) {
+		return policy.Policy{}, errorf(CodeNotFound, "No agent %s exists.", agentID)
+	}
+	now := s.clock.Now()
+	var out policy.Policy
+	found := false
+	err := s.store.Scan(bPolicies, prefixOf(agentID), nil, true, func(_, v []byte) bool {
+		var pol policy.Policy
+		if json.Unmarshal(v, &pol) == nil && !pol.EffectiveAt.After(now) {
+			out, found = pol, true
+			return false
+		}
+		return true
+	})
+	if err != nil {
+		return out, ErrUnavailable
+	}
+	if !found {
+		return out, errorf(CodeNotFound, "Agent %s has no policy in effect.", agentID)
+	}
+	out.Paused = ag.Status == AgentPaused
+	return out, nil
+}
+
+// Agent reads an agent visible to the principal.
+func (s *System) Agent(p Principal, agentID string) (Agent, error) {
+	var ag Agent
+	if ok, err := s.getJSON(bAgents, []byte(agentID), &ag); err != nil {
+		return ag, ErrUnavailable
+	} else if !ok || !s.visible(p, agentID, ag.Livemode) {
+		return ag, errorf(CodeNotFound, "No agent %s exists.", agentID)
+	}
+	return ag, nil
+}
+
+// Receipt reads a signed receipt visible to the principal.
+func (s *System) Receipt(p Principal, id string) (Receipt, error) {
+	var r Receipt
+	if !ValidID("rcp", id) {
+		return r, errorf(CodeNotFound, "No receipt %s exists.", id)
+	}
+	ok, err := s.getJSON(bReceipts, []byte(id), &r)
+	if err != nil {
+		return r, ErrUnavailable
+	}
+	if !ok || !s.visible(p, r.AgentID, r.Livemode) {
+		return r, errorf(CodeNotFound, "No receipt %s exists.", id)
+	}
+	return r, nil
+}
+
+// Subscribe registers f to receive every event once it is durable, in
+// journal order. f must not block for long.
+func (s *System) Subscribe(f func(StoredEvent)) { s.hub.subscribe(f) }
+
+// Now is the service clock.
+func (s *System) Now() time.Time { return s.clock.Now() }

@@ -1,0 +1,44 @@
+// Package actors is the concurrent shell around the pure policy core: one
+// protoactor-go actor per agent, the owner environments they share, the
+// settlement workers, the approval expiry timers and the change hub.
+//
+// # Model
+//
+// An agent actor is activated by the first message for its agent (it loads
+// the agent, its policy in effect, its counters and its active spends from
+// the store) and passivates after IdleTimeout without messages, once every
+// change it made is durable and no payment of it is in flight. A registry
+// counts the messages sent to each actor, so passivation can prove its
+// mailbox is empty: two incarnations of one agent never run at once.
+//
+// Every spend decision runs inside the actor, with the environment's lock
+// held only for the pure decision and the append to the journal queue. The
+// environment (an owner's practice or live pool and event sequence) is a
+// small locked ledger rather than an actor of its own: a spend needs the
+// agent's counters and the pool in one decision, and splitting that across
+// two mailboxes would let two spends interleave between the halves.
+//
+// # Durability
+//
+// Persist, then act, then reply. A change is appended to the journal as one
+// record (spend, indexes, idempotency record, counters, environment state,
+// events) and the caller receives the record's ticket; the HTTP handler
+// answers only when the ticket is durable, the settlement worker calls the
+// vendor only when the approval (with its payment nonce) is durable, and the
+// hub tells watchers and subscribers only about durable changes. A payment
+// whose outcome is unknown is `processing` and is verified with the same
+// nonce, never paid again. If the journal loses a commit, StoreFailed stops
+// every actor so the next request reloads what is really on disk.
+//
+// # Concurrency
+//
+// No actor waits on anything: requests carry their own reply channel, rail
+// calls run in worker goroutines owned by the System (stopped by Close),
+// timers only send messages. Callers of the System API are HTTP handlers,
+// never actors.
+//
+// # Caveats
+//
+// The approved state is dispatched to the rail at once, so cancelling an
+// approved spend answers cancel_too_late: the payment is already on its way.
+package actors

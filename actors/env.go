@@ -1,0 +1,119 @@
+package actors
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/agentpay/guard/persistence"
+	"github.com/agentpay/guard/policy"
+)
+
+// envLedger is one owner environment's pool and event sequence, shared by
+// the agents of that environment. Its lock is held only for a pure decision
+// and an append to the journal queue (never for I/O), which keeps three
+// things in one order: the pool check, the sequence numbers, and the journal
+// records that carry them. A round trip through an owner actor would split
+// each spend's decision in two halves that could interleave.
+type envLedger struct {
+	mu    sync.Mutex
+	key   []byte
+	state EnvState
+}
+
+func (s *System) env(ownerID string, env Env) (*envLedger, error) {
+	k := string(join(ownerID, string(env)))
+	s.envMu.Lock()
+	defer s.envMu.Unlock()
+	if e, ok := s.envs[k]; ok {
+		return e, nil
+	}
+	e := &envLedger{key: []byte(k)}
+	found, err := s.getJSON(bEnvs, e.key, &e.state)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, errorf(CodeNotFound, "The owner environment %s/%s does not exist.", ownerID, env)
+	}
+	s.envs[k] = e
+	return e, nil
+}
+
+// pool is the pool as a spend sees it. Caller holds mu.
+func (e *envLedger) pool() policy.Pool {
+	return policy.Pool{Available: e.state.Balance.Sub(e.state.Held), ReserveFloor: e.state.ReserveFloor}
+}
+
+// change accumulates the ops of one journal record.
+type change struct {
+	ops    []persistence.Op
+	events []StoredEvent
+	spends []string // spends whose state changes, for watchers
+}
+
+func (c *change) put(bucket string, key []byte, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // our own types always encode
+	}
+	c.ops = append(c.ops, persistence.Put(bucket, key, b))
+}
+
+func (c *change) putRaw(bucket string, key, v []byte) {
+	c.ops = append(c.ops, persistence.Put(bucket, key, v))
+}
+
+func (c *change) del(bucket string, key []byte) {
+	c.ops = append(c.ops, persistence.Del(bucket, key))
+}
+
+// event adds an event with the environment's next sequence. Caller holds
+// e.mu, so sequence order is journal order.
+func (c *change) event(e *envLedger, agentID, typ string, obj any, audience []string, now time.Time) {
+	e.state.Sequence++
+	ev := StoredEvent{Event: Event{ID: NewID("evt", now), Object: "event", Type: typ, APIVersion: APIVersion,
+		Created: now.UTC(), Livemode: e.state.Env.Livemode(), Sequence: e.state.Sequence, AgentID: agentID,
+		Data: EventData{Object: obj}}, AudienceList: audience}
+	c.put(bEvents, seqKey(prefixOf(e.state.OwnerID, string(e.state.Env)), ev.Sequence), ev)
+	c.events = append(c.events, ev)
+}
+
+// commit appends the record with the environment state as it is now.
+// Caller holds e.mu so records of one environment enter the journal in
+// sequence order.
+func (s *System) commit(gen uint64, e *envLedger, c *change) *persistence.Ticket {
+	if e != nil {
+		c.put(bEnvs, e.key, e.state)
+	}
+	t := s.store.Append(gen, persistence.Record{Ops: c.ops})
+	if len(c.spends) > 0 || len(c.events) > 0 {
+		s.hub.published(t, c.spends, c.events)
+	}
+	return t
+}
+
+func chainHash(jws string) string {
+	sum := sha256.Sum256([]byte(jws))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+var (
+	audienceBoth  = []string{"agent", "owner"}
+	audienceOwner = []string{"owner"}
+)
+
+func spendRef(sp *policy.Spend) SpendRef {
+	r := SpendRef{ID: sp.ID, Object: "spend", Status: sp.Status, Amount: sp.Amount, AmountSettled: sp.AmountSettled,
+		Destination: sp.Destination}
+	if sp.Settlement != nil && sp.Settlement.ReceiptID != nil {
+		r.Settlement = &struct {
+			ReceiptID *string `json:"receipt_id"`
+		}{sp.Settlement.ReceiptID}
+	}
+	return r
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

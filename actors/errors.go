@@ -1,0 +1,54 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a stable error code; the transport maps each to an HTTP status in
+// one table.
+type Code string
+
+// Error codes the actors produce.
+const (
+	CodeInvalidRequest        Code = "invalid_request"
+	CodeParameterInvalid      Code = "parameter_invalid"
+	CodeIdempotencyConflict   Code = "idempotency_conflict"
+	CodeIdempotencyInProgress Code = "idempotency_in_progress"
+	CodeCancelTooLate         Code = "cancel_too_late"
+	CodeNotFound              Code = "resource_missing"
+	CodeQuotaExceeded         Code = "quota_exceeded"
+	CodeConflict              Code = "state_conflict"
+	CodeUnavailable           Code = "service_unavailable"
+	CodeTimeout               Code = "timeout"
+	CodeInternal              Code = "internal_error"
+)
+
+// Error is a failure with a stable code and a message that says what to do.
+type Error struct {
+	Code          Code
+	Message       string
+	Param         string
+	ChangedFields []string
+	RetryAfter    int // seconds; 0 when not applicable
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
+
+func errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrUnavailable is returned when the journal could not make a change
+// durable: the change did not happen.
+var ErrUnavailable = &Error{Code: CodeUnavailable, RetryAfter: 1,
+	Message: "The service could not record the change durably; nothing was changed. Retry with the same Idempotency-Key."}
+
+// AsError extracts an *Error, wrapping anything else as internal.
+func AsError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &Error{Code: CodeInternal, Message: "An internal error occurred; nothing was changed."}
+}

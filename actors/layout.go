@@ -1,0 +1,58 @@
+package actors
+
+import (
+	"encoding/binary"
+)
+
+// Buckets of the store. Keys are built so that prefix scans answer the
+// questions the service asks: an agent's spends newest first, its active
+// spends at activation, an environment's events in sequence order.
+const (
+	bOwners      = "owners"       // owner id -> Owner
+	bOwnerEmails = "owner_emails" // lower-case e-mail -> owner id
+	bEnvs        = "envs"         // owner id|env -> EnvState
+	bAgents      = "agents"       // agent id -> Agent
+	bOwnerAgents = "owner_agents" // owner id|env|agent id -> ""
+	bPolicies    = "policies"     // agent id|version(8) -> Policy
+	bKeys        = "keys"         // key id -> APIKey
+	bKeyDigests  = "key_digests"  // sha256(secret) hex -> key id
+	bLedgers     = "ledgers"      // agent id -> Ledger counters
+	bSpends      = "spends"       // spend id -> Spend
+	bAgentSpends = "agent_spends" // agent id|spend id -> "" (ids sort by time)
+	bEnvSpends   = "env_spends"   // owner id|env|spend id -> agent id
+	bActive      = "active"       // agent id|spend id -> "" while a spend holds allowance
+	bIdem        = "idempotency"  // agent id|key -> idemRecord
+	bEvents      = "events"       // owner id|env|sequence(8) -> StoredEvent
+	bReceipts    = "receipts"     // receipt id -> Receipt
+	bApprovals   = "approvals"    // approval id -> spend id
+	bSigningKeys = "signing_keys" // kid -> key material
+	bMeta        = "service_meta" // misc singletons
+)
+
+func join(parts ...string) []byte {
+	n := len(parts) - 1
+	for _, p := range parts {
+		n += len(p)
+	}
+	b := make([]byte, 0, n)
+	for i, p := range parts {
+		if i > 0 {
+			b = append(b, '|')
+		}
+		b = append(b, p...)
+	}
+	return b
+}
+
+func prefixOf(parts ...string) []byte { return append(join(parts...), '|') }
+
+func seqKey(prefix []byte, seq uint64) []byte {
+	b := make([]byte, len(prefix)+8)
+	copy(b, prefix)
+	binary.BigEndian.PutUint64(b[len(prefix):], seq)
+	return b
+}
+
+func versionKey(agentID string, version int) []byte {
+	return seqKey(prefixOf(agentID), uint64(version))
+}

@@ -1,0 +1,188 @@
+package actors
+
+import (
+	"time"
+
+	"github.com/agentpay/guard/policy"
+)
+
+// APIVersion is the current version identifier (spec part 9).
+const APIVersion = "2026-10-01"
+
+// Env names a practice or live environment of an owner.
+type Env string
+
+const (
+	EnvTest Env = "test"
+	EnvLive Env = "live"
+)
+
+// Livemode reports whether the environment is live.
+func (e Env) Livemode() bool { return e == EnvLive }
+
+// EnvOf maps livemode to an environment.
+func EnvOf(livemode bool) Env {
+	if livemode {
+		return EnvLive
+	}
+	return EnvTest
+}
+
+// Owner is the person or company that funds agents and sets their rules.
+type Owner struct {
+	ID           string    `json:"id"` // UUID
+	Name         string    `json:"name"`
+	Email        string    `json:"email"`
+	PasswordHash string    `json:"password_hash"`
+	CreatedAt    time.Time `json:"created_at"`
+}
+
+// EnvState is one owner's environment: the money pool and the event
+// sequence. It is stored with every change that touches money, in the same
+// journal record, so the pool can never drift from the spends.
+type EnvState struct {
+	OwnerID string `json:"owner_id"`
+	Env     Env    `json:"env"`
+	// Balance is deposited minus settled; Held is the sum of active holds of
+	// every agent. pool_available = Balance - Held.
+	Balance      policy.Amount `json:"balance"`
+	Held         policy.Amount `json:"held"`
+	ReserveFloor policy.Amount `json:"reserve_floor"`
+	Sequence     uint64        `json:"sequence"`
+	// ReceiptChain is the hash of the newest receipt, the link the next one
+	// carries.
+	ReceiptChain string `json:"receipt_chain"`
+	ActiveAgents int    `json:"active_agents"`
+}
+
+// Agent statuses.
+const (
+	AgentActive   = "active"
+	AgentPaused   = "paused"
+	AgentArchived = "archived"
+)
+
+// Agent is an AI agent that spends under one policy.
+type Agent struct {
+	ID            string     `json:"id"`
+	Object        string     `json:"object"`
+	OwnerID       string     `json:"owner_id"`
+	Name          string     `json:"name"`
+	Status        string     `json:"status"`
+	Livemode      bool       `json:"livemode"`
+	PolicyVersion int        `json:"policy_version"`
+	CreatedAt     time.Time  `json:"created_at"`
+	PausedAt      *time.Time `json:"paused_at"`
+	ArchivedAt    *time.Time `json:"archived_at"`
+}
+
+// Key kinds.
+const (
+	KindAgent = "agent"
+	KindOwner = "owner"
+)
+
+// APIKey is a stored key: never the secret, only its SHA-256 digest.
+type APIKey struct {
+	ID        string     `json:"id"`
+	Object    string     `json:"object"`
+	Kind      string     `json:"kind"`
+	OwnerID   string     `json:"owner_id"`
+	AgentID   string     `json:"agent_id,omitempty"`
+	Livemode  bool       `json:"livemode"`
+	Prefix    string     `json:"prefix"`
+	Last4     string     `json:"last4"`
+	Scope     string     `json:"scope"`
+	Digest    string     `json:"digest"`
+	ExpiresAt time.Time  `json:"expires_at"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+}
+
+// Event is spec 6.1.
+type Event struct {
+	ID         string    `json:"id"`
+	Object     string    `json:"object"`
+	Type       string    `json:"type"`
+	APIVersion string    `json:"api_version"`
+	Created    time.Time `json:"created"`
+	Livemode   bool      `json:"livemode"`
+	Sequence   uint64    `json:"sequence"`
+	AgentID    string    `json:"agent_id"`
+	Data       EventData `json:"data"`
+	// Audience lists who may read it: "agent", "owner".
+	Audience []string `json:"-"`
+}
+
+// EventData wraps the affected resource.
+type EventData struct {
+	Object any `json:"object"`
+}
+
+// SpendRef is the spend as an event shows it.
+type SpendRef struct {
+	ID            string         `json:"id"`
+	Object        string         `json:"object"`
+	Status        policy.Status  `json:"status"`
+	Amount        policy.Amount  `json:"amount"`
+	AmountSettled *policy.Amount `json:"amount_settled"`
+	Destination   string         `json:"destination"`
+	Settlement    *struct {
+		ReceiptID *string `json:"receipt_id"`
+	} `json:"settlement,omitempty"`
+}
+
+// StoredEvent is an event with its audience, as journaled.
+type StoredEvent struct {
+	Event
+	AudienceList []string `json:"audience"`
+}
+
+// Receipt is a signed receipt as stored and served.
+type Receipt struct {
+	ID        string    `json:"id"`
+	Object    string    `json:"object"`
+	SpendID   string    `json:"spend_id"`
+	AgentID   string    `json:"agent_id"`
+	OwnerID   string    `json:"-"`
+	Livemode  bool      `json:"livemode"`
+	JWS       string    `json:"jws"`
+	KeyID     string    `json:"kid"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// idemRecord remembers which spend an idempotency key created, with the
+// fingerprint fields so a conflict can name what changed.
+type idemRecord struct {
+	SpendID     string      `json:"spend_id"`
+	Fingerprint Fingerprint `json:"fp"`
+	CreatedAt   time.Time   `json:"created_at"`
+}
+
+// Fingerprint is what makes two requests "the same" (spec 4.2): amount,
+// currency, destination and resource. memo and client_reference are outside.
+type Fingerprint struct {
+	Amount      string `json:"amount"` // display form: "5" and "5.00" are the same amount
+	Currency    string `json:"currency"`
+	Destination string `json:"destination"`
+	URL         string `json:"url"`
+	Method      string `json:"method"`
+}
+
+// Diff lists the fingerprint fields that differ, by request field name.
+func (f Fingerprint) Diff(g Fingerprint) []string {
+	var out []string
+	if f.Amount != g.Amount {
+		out = append(out, "amount")
+	}
+	if f.Currency != g.Currency {
+		out = append(out, "currency")
+	}
+	if f.Destination != g.Destination {
+		out = append(out, "destination")
+	}
+	if f.URL != g.URL || f.Method != g.Method {
+		out = append(out, "resource")
+	}
+	return out
+}

@@ -1,0 +1,71 @@
+package actors
+
+import (
+	"context"
+	"time"
+
+	"github.com/agentpay/guard/persistence"
+	"github.com/agentpay/guard/policy"
+)
+
+// settle runs one rail call in a worker goroutine, owned by the System and
+// stopped by Close. The goroutine waits until the record that allows the
+// payment is durable, so a crash can never leave a paid vendor without a
+// journaled nonce. Its answer goes back to the agent actor as a message.
+func (s *System) settle(agentID string, p policy.Payment, after *persistence.Ticket, verify bool, delay time.Duration) {
+	s.work.Add(1)
+	s.busy.add(1)
+	go func() {
+		defer s.work.Done()
+		defer s.busy.add(-1)
+		if after != nil {
+			select {
+			case <-after.Done():
+			case <-s.ctx.Done():
+				return
+			}
+			if err := after.Err(); err != nil {
+				s.send(agentID, &railResult{spendID: p.SpendID, err: err})
+				return
+			}
+		}
+		if delay > 0 {
+			// Parked on a timer, this work is not "running" for Quiesce;
+			// the timer makes it running again before it lets it go.
+			fire := make(chan struct{})
+			s.busy.add(-1)
+			t := s.clock.AfterFunc(delay, func() { s.busy.add(1); close(fire) })
+			select {
+			case <-fire:
+			case <-s.ctx.Done():
+				if t.Stop() {
+					s.busy.add(1)
+				}
+				return
+			}
+		}
+		rail := s.cfg.PracticeRail
+		if p.Livemode {
+			rail = s.cfg.LiveRail
+		}
+		var o policy.RailOutcome
+		if rail == nil {
+			o = policy.RailOutcome{Status: policy.RailRejected, ErrorCode: "rail_not_configured",
+				ErrorMessage: "Live payments are not configured on this service; no money moved."}
+		} else {
+			ctx, cancel := context.WithTimeout(s.ctx, s.cfg.SettleTimeout)
+			if verify {
+				o = rail.Verify(ctx, p)
+			} else {
+				o = rail.Pay(ctx, p)
+			}
+			cancel()
+		}
+		if s.ctx.Err() != nil {
+			// Shutting down: the spend stays as the journal has it; the next
+			// start re-sends the same authorization or verifies it.
+			return
+		}
+		s.send(agentID, &railResult{spendID: p.SpendID, outcome: o})
+	}()
+}

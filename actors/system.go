@@ -1,0 +1,315 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/agentpay/guard/persistence"
+	"github.com/agentpay/guard/policy"
+)
+
+// Rail pays vendors. The practice rail simulates a vendor; the live rail
+// speaks x402. Implementations live in the transport.
+type Rail interface {
+	Pay(ctx context.Context, p policy.Payment) policy.RailOutcome
+	// Verify checks a payment whose outcome was unknown, by its nonce. It
+	// never pays again.
+	Verify(ctx context.Context, p policy.Payment) policy.RailOutcome
+}
+
+// Signer signs receipts.
+type Signer interface {
+	Sign(c policy.ReceiptClaims) (jws, kid string, err error)
+}
+
+// Config wires the actors to their collaborators.
+type Config struct {
+	Store  *persistence.Store
+	Clock  Clock
+	Signer Signer
+	// PracticeRail pays practice spends; LiveRail live ones. A nil LiveRail
+	// makes every live payment fail with rail_not_configured (no money moves).
+	PracticeRail Rail
+	LiveRail     Rail
+	Logger       *slog.Logger
+	// ConsoleURL is the owner console base address, for approval links.
+	ConsoleURL string
+	// IdleTimeout passivates an agent actor after this long without messages.
+	IdleTimeout time.Duration
+	// SettleTimeout bounds one call to a rail; past it the outcome is unknown.
+	SettleTimeout time.Duration
+	// VerifyBackoff are the delays between verifications of a processing spend;
+	// the last one repeats.
+	VerifyBackoff []time.Duration
+	// PracticePool is the pool a new practice environment starts with.
+	PracticePool policy.Amount
+	// RequestTimeout bounds how long a caller waits for an agent actor.
+	RequestTimeout time.Duration
+	// LoosenDelay is how long a loosening policy change waits before it
+	// applies (and can be cancelled).
+	LoosenDelay time.Duration
+}
+
+// Validate fills defaults and reports the first missing collaborator.
+func (c *Config) Validate() error {
+	switch {
+	case c.Store == nil:
+		return errors.New("actors: Config.Store is required")
+	case c.Signer == nil:
+		return errors.New("actors: Config.Signer is required")
+	case c.PracticeRail == nil:
+		return errors.New("actors: Config.PracticeRail is required")
+	}
+	if c.Clock == nil {
+		c.Clock = SystemClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 2 * time.Minute
+	}
+	if c.SettleTimeout <= 0 {
+		c.SettleTimeout = 20 * time.Second
+	}
+	if len(c.VerifyBackoff) == 0 {
+		c.VerifyBackoff = []time.Duration{2 * time.Second, 5 * time.Second, 15 * time.Second, time.Minute}
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 30 * time.Second
+	}
+	if c.LoosenDelay <= 0 {
+		c.LoosenDelay = time.Hour
+	}
+	if c.ConsoleURL == "" {
+		c.ConsoleURL = "http://127.0.0.1:8080/console"
+	}
+	return nil
+}
+
+// System is the running set of actors: one per active agent, sharing the
+// owner environments, the settlement workers, the expiry timers and the
+// change hub.
+type System struct {
+	cfg    Config
+	store  *persistence.Store
+	clock  Clock
+	log    *slog.Logger
+	actors *actor.ActorSystem
+
+	regMu  sync.RWMutex
+	agents map[string]*agentEntry
+
+	envMu sync.Mutex
+	envs  map[string]*envLedger
+
+	hub    *hub
+	timers *expiryTimers
+
+	ctx    context.Context // ends at Close: stops settlement and verification
+	cancel context.CancelFunc
+	work   sync.WaitGroup // settlement and verification goroutines
+	busy   workCounter    // of those, the ones not parked on a timer
+	// sentTotal counts messages sent to agents, so Quiesce can tell that
+	// nothing moved while it looked.
+	sentTotal atomic.Uint64
+	closed    atomic.Bool
+}
+
+// New starts the actor system and resumes the work that a previous run left
+// open: approvals to expire, payments to send or verify.
+func New(cfg Config) (*System, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &System{
+		cfg: cfg, store: cfg.Store, clock: cfg.Clock, log: cfg.Logger,
+		actors: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+			return cfg.Logger.With("lib", "protoactor")
+		})),
+		agents: make(map[string]*agentEntry),
+		envs:   make(map[string]*envLedger),
+		ctx:    ctx, cancel: cancel,
+	}
+	s.hub = newHub()
+	s.timers = newExpiryTimers(s)
+	if err := s.resume(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close stops accepting work, cancels settlement calls (their outcome is
+// then verified on the next start, never re-guessed), stops every actor and
+// the hub. The store is closed by its owner.
+func (s *System) Close() {
+	if s.closed.Swap(true) {
+		return
+	}
+	s.timers.stop()
+	s.cancel()
+	s.work.Wait()
+	s.regMu.Lock()
+	for id, e := range s.agents {
+		s.actors.Root.Stop(e.pid)
+		delete(s.agents, id)
+	}
+	s.regMu.Unlock()
+	s.actors.Shutdown()
+	s.hub.close()
+}
+
+// resume activates every agent with active spends so that each resumes its
+// own open work.
+func (s *System) resume() error {
+	seen := map[string]bool{}
+	err := s.store.Scan(bActive, nil, nil, false, func(k, _ []byte) bool {
+		if i := indexByte(k, '|'); i > 0 {
+			seen[string(k[:i])] = true
+		}
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("actors: scanning active spends: %w", err)
+	}
+	for id := range seen {
+		s.send(id, &resumeWork{})
+	}
+	return nil
+}
+
+func indexByte(b []byte, c byte) int {
+	for i, x := range b {
+		if x == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// agentEntry is a registry slot. sent counts messages delivered to the
+// actor, so passivation can prove its mailbox is empty.
+type agentEntry struct {
+	pid  *actor.PID
+	sent atomic.Uint64
+}
+
+// send delivers msg to the agent's actor, activating it when needed. The
+// read lock is held across the send so a passivating actor, which takes the
+// write lock, knows no message is on its way.
+func (s *System) send(agentID string, msg any) {
+	for {
+		s.regMu.RLock()
+		e, ok := s.agents[agentID]
+		if ok {
+			e.sent.Add(1)
+			s.sentTotal.Add(1)
+			s.actors.Root.Send(e.pid, msg)
+			s.regMu.RUnlock()
+			return
+		}
+		s.regMu.RUnlock()
+		s.activate(agentID)
+	}
+}
+
+func (s *System) activate(agentID string) {
+	s.regMu.Lock()
+	defer s.regMu.Unlock()
+	if _, ok := s.agents[agentID]; ok {
+		return
+	}
+	e := &agentEntry{}
+	props := actor.PropsFromProducer(func() actor.Actor { return newAgentActor(s, agentID, e) })
+	e.pid = s.actors.Root.Spawn(props)
+	s.agents[agentID] = e
+}
+
+// passivate removes the agent's entry if every message sent to it was
+// received. Called from the actor itself.
+func (s *System) passivate(agentID string, e *agentEntry, received uint64) bool {
+	s.regMu.Lock()
+	defer s.regMu.Unlock()
+	if cur, ok := s.agents[agentID]; !ok || cur != e || e.sent.Load() != received {
+		return false
+	}
+	delete(s.agents, agentID)
+	return true
+}
+
+// dropAgent forgets an actor that stopped itself after its state went
+// ahead of the disk; the next message activates a fresh one from disk.
+func (s *System) dropAgent(agentID string, e *agentEntry) {
+	s.regMu.Lock()
+	if cur, ok := s.agents[agentID]; ok && cur == e {
+		delete(s.agents, agentID)
+	}
+	s.regMu.Unlock()
+}
+
+// ActiveAgents is the number of activated agent actors.
+func (s *System) ActiveAgents() int {
+	s.regMu.RLock()
+	defer s.regMu.RUnlock()
+	return len(s.agents)
+}
+
+// ask sends a request carrying its own reply channel and waits for the
+// answer. Callers are HTTP handlers, never actors.
+func ask[T any](ctx context.Context, s *System, agentID string, build func(reply chan T) any) (T, error) {
+	var zero T
+	if s.closed.Load() {
+		return zero, &Error{Code: CodeUnavailable, Message: "The service is shutting down; retry shortly.", RetryAfter: 1}
+	}
+	reply := make(chan T, 1)
+	s.send(agentID, build(reply))
+	t := time.NewTimer(s.cfg.RequestTimeout)
+	defer t.Stop()
+	select {
+	case r := <-reply:
+		return r, nil
+	case <-ctx.Done():
+		return zero, &Error{Code: CodeTimeout, Message: "The request was cancelled before the agent answered."}
+	case <-t.C:
+		return zero, &Error{Code: CodeTimeout, RetryAfter: 1, Message: "The agent did not answer in time; retry with the same Idempotency-Key."}
+	}
+}
+
+// getJSON reads and decodes one stored value; found is false when absent.
+func (s *System) getJSON(bucket string, key []byte, v any) (bool, error) {
+	b, err := s.store.Get(bucket, key)
+	if err != nil || b == nil {
+		return false, err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return false, fmt.Errorf("actors: decoding %s/%s: %w", bucket, key, err)
+	}
+	return true, nil
+}
+
+// StoreFailed is called when the journal lost a commit: every actor whose
+// memory may be ahead of the disk is stopped and every cached environment
+// dropped, so the next request reloads what is really durable.
+func (s *System) StoreFailed(err error) {
+	s.log.Error("journal commit failed; reloading every agent from disk", "err", err)
+	s.regMu.Lock()
+	for id, e := range s.agents {
+		s.actors.Root.Stop(e.pid)
+		delete(s.agents, id)
+	}
+	s.regMu.Unlock()
+	s.envMu.Lock()
+	s.envs = make(map[string]*envLedger)
+	s.envMu.Unlock()
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"golang.org/x/crypto/argon2"
+
+	"github.com/agentpay/guard/actors"
+	"github.com/agentpay/guard/cmd/wire"
+)
+
+// argon2id parameters (RFC 9106 second recommended option, 64 MiB).
+const (
+	argonTime    = 3
+	argonMemory  = 64 * 1024
+	argonThreads = 2
+	argonKeyLen  = 32
+)
+
+// hashPassword returns a PHC-format argon2id hash.
+func hashPassword(pw string) string {
+	salt := make([]byte, 16)
+	if _, err := rand.Read(salt); err != nil {
+		panic(err)
+	}
+	key := argon2.IDKey([]byte(pw), salt, argonTime, argonMemory, argonThreads, argonKeyLen)
+	enc := base64.RawStdEncoding
+	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, argonMemory, argonTime, argonThreads,
+		enc.EncodeToString(salt), enc.EncodeToString(key))
+}
+
+func ownerCreate(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer, getenv func(string) string) error {
+	fs := flag.NewFlagSet("guard owner create", flag.ContinueOnError)
+	data := fs.String("data", "./data", "data directory (the server must be stopped)")
+	name := fs.String("name", "", "owner name")
+	email := fs.String("email", "", "owner e-mail (console sign-in)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if strings.TrimSpace(*name) == "" || !strings.Contains(*email, "@") {
+		return fmt.Errorf("-name and a valid -email are required")
+	}
+	line, err := bufio.NewReader(stdin).ReadString('\n')
+	if err != nil && line == "" {
+		return fmt.Errorf("reading the password from standard input: %w", err)
+	}
+	pw := strings.TrimRight(line, "\r\n")
+	if len(pw) < 12 {
+		return fmt.Errorf("the password must have at least 12 characters")
+	}
+	cfg := wire.Defaults()
+	cfg.Data = *data
+	svc, err := wire.Open(cfg, wire.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return fmt.Errorf("%w (is the server still running on this data directory?)", err)
+	}
+	defer svc.Shutdown(context.Background())
+	oc, err := svc.System().CreateOwner(ctx, *name, *email, hashPassword(pw))
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(stdout).Encode(map[string]any{
+		"owner_id": oc.Owner.ID,
+		"keys":     map[string]string{"test": oc.Keys[actors.EnvTest], "live": oc.Keys[actors.EnvLive]},
+	})
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/agentpay/guard/actors"
+	"github.com/agentpay/guard/cmd/wire"
+)
+
+func TestOwnerCreate(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	err := Run(context.Background(), []string{"owner", "create", "-data", dir, "-name", "Ada", "-email", "Ada@Example.org"},
+		strings.NewReader("correct horse battery\n"), &out, io.Discard, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		OwnerID string            `json:"owner_id"`
+		Keys    map[string]string `json:"keys"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("output is not JSON: %q", out.String())
+	}
+	if len(got.OwnerID) != 36 || !strings.HasPrefix(got.Keys["test"], "svc_test_owner_") || !strings.HasPrefix(got.Keys["live"], "svc_live_owner_") {
+		t.Fatalf("unexpected output %+v", got)
+	}
+
+	cfg := wire.Defaults()
+	cfg.Data = dir
+	svc, err := wire.Open(cfg, wire.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Shutdown(context.Background())
+	for env, key := range got.Keys {
+		p, err := svc.System().Authenticate(key)
+		if err != nil {
+			t.Fatalf("%s key does not authenticate: %v", env, err)
+		}
+		if p.Kind != actors.KindOwner || p.OwnerID != got.OwnerID || p.Livemode != (env == "live") {
+			t.Fatalf("%s key resolves to %+v", env, p)
+		}
+	}
+	// The same e-mail (any case) cannot be used twice.
+	err = Run(context.Background(), []string{"owner", "create", "-data", t.TempDir(), "-name", "B", "-email", "b@example.org"},
+		strings.NewReader("short\n"), io.Discard, io.Discard, func(string) string { return "" })
+	if err == nil || !strings.Contains(err.Error(), "12 characters") {
+		t.Fatalf("a short password must be refused, got %v", err)
+	}
+}
+
+func TestOwnerCreateDuplicateEmail(t *testing.T) {
+	dir := t.TempDir()
+	run := func(email string) error {
+		return Run(context.Background(), []string{"owner", "create", "-data", dir, "-name", "A", "-email", email},
+			strings.NewReader("a long enough password\n"), io.Discard, io.Discard, func(string) string { return "" })
+	}
+	if err := run("owner@example.org"); err != nil {
+		t.Fatal(err)
+	}
+	if err := run("OWNER@example.org"); err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Fatalf("second owner with the same e-mail: %v", err)
+	}
+}
+
+func TestPasswordHashIsArgon2id(t *testing.T) {
+	h := hashPassword("correct horse battery")
+	if !strings.HasPrefix(h, "$argon2id$v=19$m=65536,t=3,p=2$") || strings.Count(h, "$") != 5 {
+		t.Fatalf("hash %q is not a PHC argon2id string", h)
+	}
+	if hashPassword("correct horse battery") == h {
+		t.Fatal("two hashes of one password must differ (random salt)")
+	}
+}
+
+func TestRunUsage(t *testing.T) {
+	var stderr bytes.Buffer
+	if err := Run(context.Background(), nil, nil, io.Discard, &stderr, func(string) string { return "" }); err == nil {
+		t.Fatal("no command must be an error")
+	}
+	if !strings.Contains(stderr.String(), "guard serve") {
+		t.Fatalf("usage not printed: %q", stderr.String())
+	}
+	if err := Run(context.Background(), []string{"frobnicate"}, nil, io.Discard, io.Discard, func(string) string { return "" }); err == nil ||
+		!strings.Contains(err.Error(), "frobnicate") {
+		t.Fatalf("unknown command: %v", err)
+	}
+}

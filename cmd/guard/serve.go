@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/agentpay/guard/actors"
+	"github.com/agentpay/guard/cmd/wire"
+	"github.com/agentpay/guard/policy"
+)
+
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	cfg, err := wire.LoadConfig(args, getenv)
+	if err != nil {
+		return err
+	}
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	svc, err := wire.Open(cfg, wire.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		shutdown(svc, cfg.ShutdownTimeout, log)
+		return fmt.Errorf("listening on %s: %w", cfg.Addr, err)
+	}
+	if cfg.Dev {
+		if err := devBootstrap(ctx, svc, cfg, ln.Addr().String(), stdout); err != nil {
+			ln.Close()
+			shutdown(svc, cfg.ShutdownTimeout, log)
+			return err
+		}
+	}
+	log.Info("serving", "addr", ln.Addr().String(), "data", cfg.Data)
+	served := make(chan error, 1)
+	go func() { served <- svc.Serve(ln) }()
+	select {
+	case err = <-served:
+	case <-ctx.Done():
+		log.Info("stopping: finishing in-flight requests and flushing the journal")
+	}
+	if serr := shutdown(svc, cfg.ShutdownTimeout, log); err == nil {
+		err = serr
+	}
+	if err == nil {
+		err = <-served
+	}
+	return err
+}
+
+func shutdown(svc *wire.Service, d time.Duration, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	err := svc.Shutdown(ctx)
+	if err != nil {
+		log.Error("shutdown", "err", err)
+	}
+	return err
+}
+
+// devCredentials are what --dev created, kept in the data directory so a
+// restart can print them again.
+type devCredentials struct {
+	OwnerID  string `json:"owner_id"`
+	OwnerKey string `json:"owner_key"`
+	AgentID  string `json:"agent_id"`
+	AgentKey string `json:"agent_key"`
+}
+
+func devBootstrap(ctx context.Context, svc *wire.Service, cfg wire.Config, addr string, out io.Writer) error {
+	path := filepath.Join(cfg.Data, "dev-credentials.json")
+	var creds devCredentials
+	if b, err := os.ReadFile(path); err == nil {
+		if err := json.Unmarshal(b, &creds); err != nil {
+			return fmt.Errorf("reading %s: %w", path, err)
+		}
+	} else if errors.Is(err, os.ErrNotExist) {
+		sys := svc.System()
+		oc, err := sys.CreateOwner(ctx, "Practice owner", "dev@owner.invalid", "")
+		if err != nil {
+			return fmt.Errorf("creating the practice owner: %w", err)
+		}
+		owner, err := sys.Authenticate(oc.Keys[actors.EnvTest])
+		if err != nil {
+			return err
+		}
+		// Room enough for the practice magic amounts (98.00, 99.00) to pay
+		// without waiting for an approval.
+		trusted := []string{"api.vendor.com"}
+		perSpend, daily, monthly, approvalOver := "100.00", "500.00", "5000.00", "100.00"
+		ag, _, err := sys.CreateAgent(ctx, owner, "practice-agent", &policy.RulesInput{TrustedDestinations: &trusted,
+			PerSpendLimit: &perSpend, DailyCap: &daily, MonthlyCap: &monthly, ApprovalOver: &approvalOver})
+		if err != nil {
+			return fmt.Errorf("creating the practice agent: %w", err)
+		}
+		k, err := sys.CreateAgentKey(ctx, owner, ag.ID)
+		if err != nil {
+			return fmt.Errorf("creating the practice agent key: %w", err)
+		}
+		creds = devCredentials{OwnerID: oc.Owner.ID, OwnerKey: oc.Keys[actors.EnvTest], AgentID: ag.ID, AgentKey: k.Secret}
+		b, _ := json.MarshalIndent(creds, "", "  ")
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			return fmt.Errorf("writing %s: %w", path, err)
+		}
+	} else {
+		return err
+	}
+	fmt.Fprintf(out, `Practice environment ready (credentials in %s):
+  owner key: %s
+  agent key: %s
+
+Pay a vendor as the agent:
+  curl -s -X POST http://%s/v1/spends \
+    -H 'Authorization: Bearer %s' \
+    -H 'Content-Type: application/json' -H 'Idempotency-Key: first-spend' \
+    -d '{"amount":"0.50","destination":"api.vendor.com","resource":{"url":"https://api.vendor.com/report"}}'
+`, path, creds.OwnerKey, creds.AgentKey, addr, creds.AgentKey)
+	return nil
+}

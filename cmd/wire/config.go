@@ -1,0 +1,203 @@
+package wire
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentpay/guard/policy"
+)
+
+// Config is every setting of `guard serve`. Each field can come from the
+// config file (JSON, keys as in the json tags), from a GUARD_<NAME>
+// environment variable (NAME is the json key in upper case), or from a
+// flag -<json key with dashes>; later sources win: defaults, file,
+// environment, flags.
+type Config struct {
+	// Addr is the HTTP listen address.
+	Addr string `json:"addr"`
+	// Data is the directory holding the journal file.
+	Data string `json:"data"`
+	// Dev bootstraps a practice owner, agent, key and funded pool on first
+	// start and prints how to use them.
+	Dev bool `json:"dev"`
+	// ConsoleURL is the owner console base address used in approval links.
+	ConsoleURL string `json:"console_url"`
+	// PracticePool is the practice money a new owner starts with.
+	PracticePool string `json:"practice_pool"`
+	// LoosenDelay is how long a loosening policy change waits.
+	LoosenDelay time.Duration `json:"loosen_delay"`
+	// IdleTimeout passivates agents idle this long.
+	IdleTimeout time.Duration `json:"idle_timeout"`
+	// SettleTimeout bounds one vendor payment call.
+	SettleTimeout time.Duration `json:"settle_timeout"`
+	// ShutdownTimeout bounds the graceful stop on SIGTERM.
+	ShutdownTimeout time.Duration `json:"shutdown_timeout"`
+	// SimulatedLatency delays each simulated vendor answer (practice).
+	SimulatedLatency time.Duration `json:"simulated_latency"`
+	// CheckpointInterval is how often the journal folds into the snapshot.
+	CheckpointInterval time.Duration `json:"checkpoint_interval"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel string `json:"log_level"`
+}
+
+// Defaults are the settings with no file, environment or flag.
+func Defaults() Config {
+	return Config{
+		Addr: "127.0.0.1:8080", Data: "./data", ConsoleURL: "http://127.0.0.1:8080/console",
+		PracticePool: "1000.00", LoosenDelay: time.Hour, IdleTimeout: 2 * time.Minute,
+		SettleTimeout: 20 * time.Second, ShutdownTimeout: 15 * time.Second,
+		CheckpointInterval: 500 * time.Millisecond, LogLevel: "info",
+	}
+}
+
+// Validate reports the first bad field by its name.
+func (c Config) Validate() error {
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		return fmt.Errorf("config: addr %q must be host:port, like 127.0.0.1:8080", c.Addr)
+	}
+	if strings.TrimSpace(c.Data) == "" {
+		return errors.New("config: data must name a directory for the journal")
+	}
+	if !strings.HasPrefix(c.ConsoleURL, "http://") && !strings.HasPrefix(c.ConsoleURL, "https://") {
+		return fmt.Errorf("config: console_url %q must be an http(s) URL", c.ConsoleURL)
+	}
+	if _, err := policy.ParseAmount(c.PracticePool); err != nil {
+		return fmt.Errorf("config: practice_pool: %v", err)
+	}
+	for name, d := range map[string]time.Duration{"loosen_delay": c.LoosenDelay, "idle_timeout": c.IdleTimeout,
+		"settle_timeout": c.SettleTimeout, "shutdown_timeout": c.ShutdownTimeout, "checkpoint_interval": c.CheckpointInterval} {
+		if d <= 0 {
+			return fmt.Errorf("config: %s must be a positive duration like \"30s\"", name)
+		}
+	}
+	if c.SimulatedLatency < 0 {
+		return errors.New("config: simulated_latency must not be negative")
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("config: log_level %q must be debug, info, warn or error", c.LogLevel)
+	}
+	return nil
+}
+
+// UnmarshalJSON accepts durations as strings ("30s").
+func (c *Config) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	for k, v := range raw {
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			s = string(v) // numbers and booleans
+		}
+		if err := c.set(k, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// set assigns one field by its json key from text.
+func (c *Config) set(key, value string) error {
+	rv := reflect.ValueOf(c).Elem()
+	rt := rv.Type()
+	for i := 0; i < rt.NumField(); i++ {
+		if rt.Field(i).Tag.Get("json") != key {
+			continue
+		}
+		f := rv.Field(i)
+		switch f.Interface().(type) {
+		case string:
+			f.SetString(value)
+		case bool:
+			b, err := strconv.ParseBool(value)
+			if err != nil {
+				return fmt.Errorf("config: %s must be true or false, not %q", key, value)
+			}
+			f.SetBool(b)
+		case time.Duration:
+			d, err := time.ParseDuration(value)
+			if err != nil {
+				return fmt.Errorf("config: %s must be a duration like \"30s\", not %q", key, value)
+			}
+			f.SetInt(int64(d))
+		}
+		return nil
+	}
+	return fmt.Errorf("config: unknown setting %q", key)
+}
+
+// keys lists the json keys of Config.
+func keys() []string {
+	rt := reflect.TypeOf(Config{})
+	out := make([]string, rt.NumField())
+	for i := range out {
+		out[i] = rt.Field(i).Tag.Get("json")
+	}
+	return out
+}
+
+// LoadConfig builds the configuration from defaults, an optional file
+// (-config or GUARD_CONFIG), the environment and the flags in args.
+func LoadConfig(args []string, getenv func(string) string) (Config, error) {
+	c := Defaults()
+	fs := flag.NewFlagSet("guard serve", flag.ContinueOnError)
+	file := fs.String("config", getenv("GUARD_CONFIG"), "JSON config file")
+	vals := map[string]*string{}
+	for _, k := range keys() {
+		name := strings.ReplaceAll(k, "_", "-")
+		if k == "dev" {
+			vals[k] = new(string)
+			fs.Func(name, "bootstrap a practice owner, agent and key (true/false)", func(s string) error { *vals[k] = s; return nil })
+			continue
+		}
+		vals[k] = fs.String(name, "", "overrides "+k)
+	}
+	// -dev without a value means true.
+	args = append([]string(nil), args...)
+	for i, a := range args {
+		if a == "-dev" || a == "--dev" {
+			args[i] = "-dev=true"
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *file != "" {
+		b, err := os.ReadFile(*file)
+		if err != nil {
+			return c, fmt.Errorf("config: reading %s: %w", *file, err)
+		}
+		if err := json.Unmarshal(b, &c); err != nil {
+			return c, fmt.Errorf("config: %s: %w", *file, err)
+		}
+	}
+	for _, k := range keys() {
+		if v := getenv("GUARD_" + strings.ToUpper(k)); v != "" {
+			if err := c.set(k, v); err != nil {
+				return c, err
+			}
+		}
+	}
+	for _, k := range keys() {
+		if v := *vals[k]; v != "" {
+			if err := c.set(k, v); err != nil {
+				return c, err
+			}
+		}
+	}
+	return c, c.Validate()
+}

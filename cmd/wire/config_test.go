@@ -1,0 +1,124 @@
+package wire
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestLoadConfigDefaults(t *testing.T) {
+	c, err := LoadConfig(nil, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c != Defaults() {
+		t.Fatalf("no file, env or flags should give the defaults:\n got %+v\nwant %+v", c, Defaults())
+	}
+	if c.Addr != "127.0.0.1:8080" || c.Data != "./data" || c.Dev {
+		t.Fatalf("defaults differ from the documented ones: %+v", c)
+	}
+}
+
+// Flags beat the environment, which beats the file, which beats defaults.
+func TestLoadConfigPrecedence(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "guard.json")
+	if err := os.WriteFile(file, []byte(`{"addr":"127.0.0.1:9000","data":"/from-file","idle_timeout":"1m","dev":true,"log_level":"warn"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadConfig([]string{"-config", file, "-data", "/from-flag"},
+		env(map[string]string{"GUARD_DATA": "/from-env", "GUARD_ADDR": "127.0.0.1:9100", "GUARD_SETTLE_TIMEOUT": "7s"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Data != "/from-flag" {
+		t.Errorf("data = %q, want the flag's value", c.Data)
+	}
+	if c.Addr != "127.0.0.1:9100" {
+		t.Errorf("addr = %q, want the environment's value over the file's", c.Addr)
+	}
+	if c.IdleTimeout != time.Minute || !c.Dev || c.LogLevel != "warn" {
+		t.Errorf("file values not applied: %+v", c)
+	}
+	if c.SettleTimeout != 7*time.Second {
+		t.Errorf("settle_timeout = %v, want 7s from GUARD_SETTLE_TIMEOUT", c.SettleTimeout)
+	}
+}
+
+func TestLoadConfigDevFlagWithoutValue(t *testing.T) {
+	c, err := LoadConfig([]string{"-dev"}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Dev {
+		t.Fatal("-dev alone should turn dev on")
+	}
+}
+
+// Every validation error names the field to fix.
+func TestConfigValidateNamesTheField(t *testing.T) {
+	cases := []struct {
+		field string
+		edit  func(*Config)
+	}{
+		{"addr", func(c *Config) { c.Addr = "8080" }},
+		{"data", func(c *Config) { c.Data = " " }},
+		{"console_url", func(c *Config) { c.ConsoleURL = "ftp://x" }},
+		{"practice_pool", func(c *Config) { c.PracticePool = "-5" }},
+		{"idle_timeout", func(c *Config) { c.IdleTimeout = 0 }},
+		{"settle_timeout", func(c *Config) { c.SettleTimeout = -time.Second }},
+		{"shutdown_timeout", func(c *Config) { c.ShutdownTimeout = 0 }},
+		{"loosen_delay", func(c *Config) { c.LoosenDelay = 0 }},
+		{"checkpoint_interval", func(c *Config) { c.CheckpointInterval = 0 }},
+		{"simulated_latency", func(c *Config) { c.SimulatedLatency = -1 }},
+		{"log_level", func(c *Config) { c.LogLevel = "loud" }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.field, func(t *testing.T) {
+			c := Defaults()
+			tc.edit(&c)
+			err := c.Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.field) {
+				t.Fatalf("Validate() = %v, want an error naming %s", err, tc.field)
+			}
+		})
+	}
+	if err := Defaults().Validate(); err != nil {
+		t.Fatalf("defaults must be valid: %v", err)
+	}
+}
+
+func TestLoadConfigRejectsBadInput(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		"bad duration in env": {nil, map[string]string{"GUARD_IDLE_TIMEOUT": "soon"}, "idle_timeout"},
+		"bad bool flag":       {[]string{"-dev=maybe"}, nil, "dev"},
+		"unknown flag":        {[]string{"-colour", "red"}, nil, "colour"},
+		"stray argument":      {[]string{"extra"}, nil, "extra"},
+		"missing file":        {[]string{"-config", "/nonexistent/guard.json"}, nil, "guard.json"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := LoadConfig(tc.args, env(tc.env))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("LoadConfig = %v, want an error mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestConfigFileUnknownSetting(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "guard.json")
+	if err := os.WriteFile(file, []byte(`{"adr":"127.0.0.1:1"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadConfig([]string{"-config", file}, env(nil))
+	if err == nil || !strings.Contains(err.Error(), `"adr"`) {
+		t.Fatalf("a misspelt setting must be refused by name, got %v", err)
+	}
+}

@@ -1,0 +1,175 @@
+package wire
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/agentpay/guard/actors"
+	"github.com/agentpay/guard/persistence"
+	"github.com/agentpay/guard/policy"
+	"github.com/agentpay/guard/transport"
+	"github.com/agentpay/guard/transport/rail"
+	"github.com/agentpay/guard/transport/receipt"
+)
+
+// JournalFile is the name of the journal inside the data directory.
+const JournalFile = "guard.db"
+
+// Service is a running payment guard.
+type Service struct {
+	cfg    Config
+	log    *slog.Logger
+	store  *persistence.Store
+	sys    *actors.System
+	api    *transport.Server
+	keys   *receipt.Keyring
+	closed sync.Once
+}
+
+// Options are what the command line and tests can inject.
+type Options struct {
+	Logger *slog.Logger
+	Clock  actors.Clock
+}
+
+// Open opens the journal (replaying it), loads or creates the receipt
+// signing key, and starts the actors. Serve starts the API.
+func Open(cfg Config, opts Options) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory %s: %w", cfg.Data, err)
+	}
+	svc := &Service{cfg: cfg, log: log}
+	var failed func(error)
+	var failMu sync.Mutex
+	store, err := persistence.Open(persistence.Options{
+		Path: filepath.Join(cfg.Data, JournalFile), CheckpointInterval: cfg.CheckpointInterval, Logger: log,
+		OnFailure: func(err error) {
+			failMu.Lock()
+			f := failed
+			failMu.Unlock()
+			if f != nil {
+				f(err)
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("opening the journal: %w", err)
+	}
+	svc.store = store
+	if svc.keys, err = loadKeyring(store, time.Now()); err != nil {
+		store.Close()
+		return nil, err
+	}
+	pool, _ := policy.ParseAmount(cfg.PracticePool)
+	svc.sys, err = actors.New(actors.Config{
+		Store: store, Clock: opts.Clock, Signer: keyringSigner{svc.keys}, Logger: log,
+		PracticeRail: rail.NewSimulated(rail.SimulatedOptions{Latency: cfg.SimulatedLatency}),
+		ConsoleURL:   cfg.ConsoleURL, IdleTimeout: cfg.IdleTimeout, SettleTimeout: cfg.SettleTimeout,
+		PracticePool: pool, LoosenDelay: cfg.LoosenDelay,
+	})
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	failMu.Lock()
+	failed = svc.sys.StoreFailed
+	failMu.Unlock()
+	svc.api = transport.NewServer(transport.Config{System: svc.sys, JWKS: svc.keys.JWKS, Logger: log})
+	return svc, nil
+}
+
+// System exposes the actors (for the command's bootstrap and tests).
+func (s *Service) System() *actors.System { return s.sys }
+
+// Store exposes the journal (for consistency checks in tests).
+func (s *Service) Store() *persistence.Store { return s.store }
+
+// JWKS is the public receipt key set.
+func (s *Service) JWKS() []byte { return s.keys.JWKS() }
+
+// Serve answers HTTP on ln until Shutdown.
+func (s *Service) Serve(ln net.Listener) error { return s.api.Serve(ln) }
+
+// Shutdown finishes in-flight requests, stops the actors (cancelling
+// vendor calls, whose outcome the next start verifies) and flushes the
+// journal.
+func (s *Service) Shutdown(ctx context.Context) error {
+	var err error
+	s.closed.Do(func() {
+		err = s.api.Shutdown(ctx)
+		s.sys.Close()
+		if cerr := s.store.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	})
+	return err
+}
+
+// keyringSigner adapts the receipt keyring to the actors' Signer.
+type keyringSigner struct{ kr *receipt.Keyring }
+
+func (k keyringSigner) Sign(c policy.ReceiptClaims) (string, string, error) {
+	kid := k.kr.Current().ID
+	jws, err := k.kr.Sign(c)
+	return jws, kid, err
+}
+
+const signingKeysBucket = "signing_keys"
+
+// loadKeyring reads the receipt signing keys, creating the first one.
+func loadKeyring(store *persistence.Store, now time.Time) (*receipt.Keyring, error) {
+	var keys []receipt.Key
+	var decodeErr error
+	err := store.Scan(signingKeysBucket, nil, nil, false, func(_, v []byte) bool {
+		k, err := receipt.UnmarshalKey(v)
+		if err != nil {
+			decodeErr = err
+			return false
+		}
+		keys = append(keys, k)
+		return true
+	})
+	if err == nil {
+		err = decodeErr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading receipt keys: %w", err)
+	}
+	if len(keys) == 0 {
+		k, err := receipt.GenerateKey(rand.Reader, now)
+		if err != nil {
+			return nil, err
+		}
+		b, err := k.MarshalBinary()
+		if err != nil {
+			return nil, err
+		}
+		t := store.Append(store.Gen(), persistence.Record{Ops: []persistence.Op{persistence.Put(signingKeysBucket, []byte(k.ID), b)}})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := t.Wait(ctx); err != nil {
+			return nil, fmt.Errorf("storing the first receipt key: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	kr, err := receipt.NewKeyring(keys...)
+	if err != nil {
+		return nil, errors.Join(errors.New("loading receipt keys"), err)
+	}
+	return kr, nil
+}

@@ -1,0 +1,469 @@
+package persistence
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// Keys in the meta bucket. Package-level slices are safe to hand to bbolt's
+// Put, which keeps a reference until commit, because nothing modifies them.
+var (
+	appliedKey = []byte("applied_lsn")
+	formatKey  = []byte("format")
+)
+
+// formatVersion identifies this package's on-disk layout (bucket names,
+// key encoding, record format). Open refuses files with another version.
+const formatVersion = 1
+
+// entityFillPercent is the page split threshold for entity buckets.
+const entityFillPercent = 0.9
+
+// Store is a durable key-value journal with group commit. See the package
+// documentation for the model and guarantees. All methods are safe for
+// concurrent use.
+type Store struct {
+	opts  Options
+	db    *bolt.DB
+	log   *slog.Logger
+	hooks *testHooks
+	ov    *overlay
+
+	// maxQueued bounds the records waiting for the committer; Append blocks
+	// (back-pressure) while the queue is full.
+	maxQueued int
+	// chunk is the number of records folded per checkpoint transaction,
+	// which bounds how long a checkpoint delays the next group commit.
+	chunk int
+
+	mu       sync.Mutex
+	space    *sync.Cond    // on mu; broadcast when queue space frees or the store closes
+	queue    []*segment    // FIFO of batches waiting to commit; each at most MaxBatch records
+	queued   int           // records in queue
+	enqueued uint64        // records ever accepted by Append
+	reqs     []*ckptReq    // Checkpoint calls not yet seen by the committer
+	closing  bool          // set once by Close; Append and Checkpoint refuse from then on
+	gen      atomic.Uint64 // written only under mu
+
+	wake      chan struct{} // capacity 1: "there may be work"
+	pub       chan func()   // committer -> publisher, in commit order
+	pubDone   chan struct{} // closed when the publisher returns
+	exited    chan struct{} // closed when the committer (and so the publisher) has returned
+	closed    atomic.Bool   // set after the committer has exited
+	closeOnce sync.Once
+	closeErr  error
+	finalErr  error          // written by the committer before exiting
+	callbacks sync.WaitGroup // running OnFailure calls
+
+	c     committerState // owned by the committer goroutine
+	stats counters
+}
+
+// segment is one future group commit: the records queued for it and the
+// completion its tickets share.
+type segment struct {
+	items []item
+	comp  *completion
+}
+
+// item is a queued record: its encoding (the journal value) and its ops
+// aliasing that encoding (for the overlay and the checkpoint).
+type item struct {
+	enc []byte
+	ops []Op
+}
+
+type counters struct {
+	commits, records, failures, failedRecords atomic.Uint64
+	checkpoints, checkpointErrors             atomic.Uint64
+	lastLSN, appliedLSN                       atomic.Uint64
+	maxBatch                                  atomic.Int64
+}
+
+// Stats is a snapshot of the store's counters.
+type Stats struct {
+	Gen              uint64 // current generation
+	Commits          uint64 // successful group commits (one fsync each)
+	Records          uint64 // records made durable by those commits
+	Failures         uint64 // failed group commits
+	FailedRecords    uint64 // records failed with ErrCommitFailed
+	Checkpoints      uint64 // successful checkpoint transactions
+	CheckpointErrors uint64 // failed checkpoint transactions (retried later)
+	Overlay          int    // keys currently held in the overlay
+	Pending          uint64 // durable records not yet folded (LastLSN - AppliedLSN)
+	LastLSN          uint64 // LSN of the newest durable record
+	AppliedLSN       uint64 // LSN of the newest record folded into the entity buckets
+	MaxBatch         int    // largest group commit so far, in records
+}
+
+// Open opens (creating if needed) the store at opts.Path and replays any
+// journal records that the previous process made durable but did not fold
+// into the entity buckets, so the state after Open is exactly what was
+// durable.
+func Open(opts Options) (*Store, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	db, err := bolt.Open(opts.Path, 0o600, &bolt.Options{
+		Timeout:         opts.OpenTimeout,
+		InitialMmapSize: opts.InitialMmapSize,
+		// The freelist is rebuilt by scanning on open instead of being
+		// written by every commit: smaller commits on the hot path.
+		NoFreelistSync: true,
+		FreelistType:   bolt.FreelistMapType,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("persistence: open %s: %w", opts.Path, err)
+	}
+	s := &Store{
+		opts:      opts,
+		db:        db,
+		log:       opts.Logger,
+		hooks:     opts.hooks,
+		ov:        newOverlay(),
+		maxQueued: 4 * opts.MaxBatch,
+		chunk:     min(max(2*opts.MaxBatch, 256), 8192),
+		wake:      make(chan struct{}, 1),
+		pub:       make(chan func(), 64),
+		pubDone:   make(chan struct{}),
+		exited:    make(chan struct{}),
+	}
+	if opts.hooks.chunkRecords > 0 {
+		s.chunk = opts.hooks.chunkRecords
+	}
+	s.space = sync.NewCond(&s.mu)
+	s.gen.Store(1)
+	if err := s.recover(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	go s.publish()
+	go s.run()
+	return s, nil
+}
+
+// recover prepares the reserved buckets and folds every journal record
+// after applied_lsn into the entity buckets, in chunks so that a long journal
+// does not build one huge transaction. Each chunk advances applied_lsn and
+// deletes its journal entries atomically, so a crash during recovery is
+// itself recoverable.
+func (s *Store) recover() error {
+	var applied uint64
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		if _, err := tx.CreateBucketIfNotExists([]byte(journalBucket)); err != nil {
+			return err
+		}
+		m, err := tx.CreateBucketIfNotExists([]byte(metaBucket))
+		if err != nil {
+			return err
+		}
+		switch v := m.Get(formatKey); {
+		case v == nil:
+			if err := m.Put(formatKey, []byte{formatVersion}); err != nil {
+				return err
+			}
+		case !bytes.Equal(v, []byte{formatVersion}):
+			return fmt.Errorf("persistence: unsupported format version %x", v)
+		}
+		applied, err = readApplied(m)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("persistence: open %s: %w", s.opts.Path, err)
+	}
+	replayed := 0
+	for {
+		n, err := s.replayChunk(&applied)
+		if err != nil {
+			return fmt.Errorf("persistence: replay %s: %w", s.opts.Path, err)
+		}
+		if n == 0 {
+			break
+		}
+		replayed += n
+	}
+	if replayed > 0 {
+		s.log.Info("persistence: replayed journal", "records", replayed, "applied_lsn", applied)
+	}
+	s.c.last, s.c.applied = applied, applied
+	s.stats.lastLSN.Store(applied)
+	s.stats.appliedLSN.Store(applied)
+	return nil
+}
+
+func readApplied(m *bolt.Bucket) (uint64, error) {
+	v := m.Get(appliedKey)
+	switch len(v) {
+	case 0:
+		return 0, nil
+	case 8:
+		return binary.BigEndian.Uint64(v), nil
+	}
+	return 0, fmt.Errorf("%w: applied_lsn has %d bytes", ErrCorruptRecord, len(v))
+}
+
+// replayChunk folds up to s.chunk journal entries, returning how many
+// entries it consumed (0 when the journal is empty).
+func (s *Store) replayChunk(applied *uint64) (int, error) {
+	n := 0
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		j := tx.Bucket([]byte(journalBucket))
+		var keys [][]byte
+		var recs []Record
+		c := j.Cursor()
+		for k, v := c.First(); k != nil && len(keys) < s.chunk; k, v = c.Next() {
+			if len(k) != 8 {
+				return fmt.Errorf("%w: journal key of %d bytes", ErrCorruptRecord, len(k))
+			}
+			keys = append(keys, bytes.Clone(k))
+			lsn := binary.BigEndian.Uint64(k)
+			if lsn <= *applied {
+				// Already folded; only its deletion was lost. Cannot happen
+				// with this package's atomic checkpoints, but harmless.
+				continue
+			}
+			// DecodeRecord copies, which matters: a value read from the
+			// mmap must not be handed to Put in the same transaction,
+			// since a remap during commit would invalidate it.
+			rec, err := DecodeRecord(v)
+			if err != nil {
+				return fmt.Errorf("journal LSN %d: %w", lsn, err)
+			}
+			recs = append(recs, rec)
+			*applied = lsn
+		}
+		if len(keys) == 0 {
+			return nil
+		}
+		buckets := make(map[string]*bolt.Bucket)
+		for _, r := range recs {
+			if err := applyOps(tx, buckets, r.Ops); err != nil {
+				return err
+			}
+		}
+		if err := putApplied(tx, *applied); err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if err := j.Delete(k); err != nil {
+				return err
+			}
+		}
+		n = len(keys)
+		return nil
+	})
+	return n, err
+}
+
+// applyOps writes ops into their entity buckets, creating buckets on first
+// use; buckets caches the handles for the transaction.
+func applyOps(tx *bolt.Tx, buckets map[string]*bolt.Bucket, ops []Op) error {
+	for _, op := range ops {
+		b := buckets[op.Bucket]
+		if b == nil {
+			var err error
+			if b, err = tx.CreateBucketIfNotExists([]byte(op.Bucket)); err != nil {
+				return fmt.Errorf("bucket %q: %w", op.Bucket, err)
+			}
+			// Pages are split 90% full instead of bbolt's 50%: entity
+			// keys of this service mostly grow (ledger entries,
+			// idempotency keys), and half-empty pages would double the
+			// pages every checkpoint writes. Random keys lose little.
+			b.FillPercent = entityFillPercent
+			buckets[op.Bucket] = b
+		}
+		var err error
+		if op.Delete {
+			err = b.Delete(op.Key)
+		} else {
+			err = b.Put(op.Key, op.Value)
+		}
+		if err != nil {
+			return fmt.Errorf("bucket %q: %w", op.Bucket, err)
+		}
+	}
+	return nil
+}
+
+func putApplied(tx *bolt.Tx, lsn uint64) error {
+	return tx.Bucket([]byte(metaBucket)).Put(appliedKey, lsnKey(lsn))
+}
+
+// lsnKey is the journal key of an LSN: big-endian so that bbolt's byte order
+// is LSN order.
+func lsnKey(lsn uint64) []byte {
+	return binary.BigEndian.AppendUint64(make([]byte, 0, 8), lsn)
+}
+
+// Gen returns the current generation. It starts at 1 and increases by one
+// with every failed group commit.
+func (s *Store) Gen() uint64 { return s.gen.Load() }
+
+// Append queues rec for the next group commit and returns its ticket without
+// waiting for the disk (it may wait briefly for queue space when the
+// committer is behind). The record is copied; the caller may reuse its
+// slices at once.
+//
+// Records appended by one goroutine commit in append order; across
+// goroutines, commit order is the order in which Append calls returned. A
+// record whose gen is not the current generation fails at once with
+// ErrStaleGeneration and is never written; an invalid record fails at once
+// with ErrInvalidRecord; after Close it fails with ErrClosed.
+func (s *Store) Append(gen uint64, rec Record) *Ticket {
+	size, err := validateRecord(rec)
+	if err != nil {
+		return &Ticket{c: resolvedCompletion(err)}
+	}
+	// Encode before taking the lock so that appenders copy in parallel.
+	enc, ops := encodeAliased(rec, size)
+	s.mu.Lock()
+	for {
+		if s.closing {
+			s.mu.Unlock()
+			return &Ticket{c: closedCompletion}
+		}
+		if gen != s.gen.Load() {
+			s.mu.Unlock()
+			return &Ticket{c: staleCompletion}
+		}
+		if s.queued < s.maxQueued {
+			break
+		}
+		s.space.Wait()
+	}
+	var seg *segment
+	if n := len(s.queue); n > 0 && len(s.queue[n-1].items) < s.opts.MaxBatch {
+		seg = s.queue[n-1]
+	} else {
+		seg = &segment{comp: newCompletion()}
+		s.queue = append(s.queue, seg)
+	}
+	idx := len(seg.items)
+	seg.items = append(seg.items, item{enc: enc, ops: ops})
+	s.queued++
+	s.enqueued++
+	first := s.queued == 1
+	s.mu.Unlock()
+	if first {
+		// The committer may be idle; if it is busy, it looks at the queue
+		// again before it sleeps anyway.
+		s.signal()
+	}
+	return &Ticket{c: seg.comp, idx: uint64(idx)}
+}
+
+func (s *Store) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Get returns a copy of the value stored under key, or (nil, nil) when the
+// key is absent. It sees every durable record, including those not yet
+// checkpointed, and nothing that is not durable yet.
+func (s *Store) Get(bucket string, key []byte) ([]byte, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	if v, del, ok := s.ov.get(bucket, key); ok {
+		if del {
+			return nil, nil
+		}
+		return cloneNonNil(v), nil
+	}
+	// Not in the overlay: the bucket holds the latest durable value. A
+	// checkpoint racing with this read only ever moves newer values into
+	// the bucket, never removes one the overlay did not have.
+	var out []byte
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte(bucket))
+		if b == nil {
+			return nil
+		}
+		if v := b.Get(key); v != nil {
+			out = cloneNonNil(v)
+		}
+		return nil
+	})
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return nil, ErrClosed
+	}
+	return out, err
+}
+
+// Check runs bbolt's consistency check over the whole file and returns the
+// problems found, joined, or nil when the file is consistent. It holds the
+// write lock while it runs (bbolt's check is only exact when no write can
+// free pages under it), so group commits wait: an operator's tool, not
+// something for the hot path.
+func (s *Store) Check() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	tx, err := s.db.Begin(true)
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return ErrClosed
+	}
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }() // nothing was written
+	var errs []error
+	for e := range tx.Check() {
+		errs = append(errs, e)
+	}
+	return errors.Join(errs...)
+}
+
+// Stats returns a snapshot of the store's counters.
+func (s *Store) Stats() Stats {
+	last, applied := s.stats.lastLSN.Load(), s.stats.appliedLSN.Load()
+	var pending uint64
+	if last > applied {
+		pending = last - applied
+	}
+	return Stats{
+		Gen:              s.gen.Load(),
+		Commits:          s.stats.commits.Load(),
+		Records:          s.stats.records.Load(),
+		Failures:         s.stats.failures.Load(),
+		FailedRecords:    s.stats.failedRecords.Load(),
+		Checkpoints:      s.stats.checkpoints.Load(),
+		CheckpointErrors: s.stats.checkpointErrors.Load(),
+		Overlay:          s.ov.entries(),
+		Pending:          pending,
+		LastLSN:          last,
+		AppliedLSN:       applied,
+		MaxBatch:         int(s.stats.maxBatch.Load()),
+	}
+}
+
+// Close stops accepting records, commits everything already queued,
+// checkpoints, waits for running OnFailure callbacks and closes the file. It
+// is idempotent; every call returns the first call's result. A failed final
+// checkpoint is reported but loses nothing: the records stay in the journal
+// and the next Open replays them.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closing = true
+		s.mu.Unlock()
+		s.space.Broadcast() // appenders waiting for space fail with ErrClosed
+		s.signal()
+		<-s.exited
+		s.callbacks.Wait()
+		s.closed.Store(true)
+		s.closeErr = errors.Join(s.finalErr, s.db.Close())
+	})
+	return s.closeErr
+}

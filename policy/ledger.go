@@ -1,0 +1,209 @@
+package policy
+
+import (
+	"sort"
+	"time"
+)
+
+// Ledger is what an agent has spent and reserved: the counters every cap is
+// checked against. It is owned by one agent actor and never shared.
+//
+// Settled amounts count in the window (UTC day, UTC month, lifetime) of their
+// settlement. An active hold counts against every window until it is settled
+// or released, so a long-pending approval cannot slip past a new day's cap.
+type Ledger struct {
+	Day             string `json:"day"` // "2006-01-02" of DaySettled
+	DaySettled      Amount `json:"day_settled"`
+	Month           string `json:"month"` // "2006-01" of MonthSettled
+	MonthSettled    Amount `json:"month_settled"`
+	LifetimeSettled Amount `json:"lifetime_settled"`
+	// AskedDay and Asked are the unknown destinations the agent asked the
+	// owner about today (UTC), for the 10-per-day limit.
+	AskedDay string   `json:"asked_day"`
+	Asked    []string `json:"asked"`
+
+	// Holds of active spends and the 24 h per-destination window are rebuilt
+	// from the spends themselves when an agent is activated, so they are not
+	// stored with the counters.
+	Holds  map[string]HoldEntry `json:"-"`
+	Window []WindowEntry        `json:"-"`
+}
+
+// HoldEntry is one active spend's reservation.
+type HoldEntry struct {
+	Amount  Amount
+	Status  Status
+	Dest    string
+	Created time.Time
+}
+
+// WindowEntry is an amount sent, or held for, one destination.
+type WindowEntry struct {
+	SpendID string
+	At      time.Time
+	Dest    string
+	Amount  Amount
+}
+
+func dayOf(t time.Time) string   { return t.UTC().Format("2006-01-02") }
+func monthOf(t time.Time) string { return t.UTC().Format("2006-01") }
+
+// NextDay is 00:00 UTC after t: when daily caps reset.
+func NextDay(t time.Time) time.Time {
+	y, m, d := t.UTC().Date()
+	return time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC)
+}
+
+// NextMonth is the 1st of the next month, 00:00 UTC.
+func NextMonth(t time.Time) time.Time {
+	y, m, _ := t.UTC().Date()
+	return time.Date(y, m+1, 1, 0, 0, 0, 0, time.UTC)
+}
+
+// roll resets windows that ended before now.
+func (l *Ledger) roll(now time.Time) {
+	if d := dayOf(now); l.Day != d {
+		l.Day, l.DaySettled = d, Amount{}
+	}
+	if m := monthOf(now); l.Month != m {
+		l.Month, l.MonthSettled = m, Amount{}
+	}
+	if d := dayOf(now); l.AskedDay != d {
+		l.AskedDay, l.Asked = d, nil
+	}
+	cut := now.Add(-DestinationWindowLength)
+	i := 0
+	for i < len(l.Window) && !l.Window[i].At.After(cut) {
+		i++
+	}
+	if i > 0 {
+		l.Window = append(l.Window[:0:0], l.Window[i:]...)
+	}
+}
+
+// Held is the sum of active holds.
+func (l *Ledger) Held() Amount {
+	var sum Amount
+	for _, h := range l.Holds {
+		sum = sum.Add(h.Amount)
+	}
+	return sum
+}
+
+// PendingCount is the number of spends waiting for the owner.
+func (l *Ledger) PendingCount() int {
+	n := 0
+	for _, h := range l.Holds {
+		if h.Status == StatusPendingApproval {
+			n++
+		}
+	}
+	return n
+}
+
+// DayUsed is settled today plus held.
+func (l *Ledger) DayUsed(now time.Time) Amount {
+	l.roll(now)
+	return l.DaySettled.Add(l.Held())
+}
+
+// MonthUsed is settled this month plus held.
+func (l *Ledger) MonthUsed(now time.Time) Amount {
+	l.roll(now)
+	return l.MonthSettled.Add(l.Held())
+}
+
+// LifetimeUsed is settled ever plus held.
+func (l *Ledger) LifetimeUsed() Amount { return l.LifetimeSettled.Add(l.Held()) }
+
+// destinationSent is the amount sent or held for dest in the last 24 h.
+func (l *Ledger) destinationSent(dest string, now time.Time) Amount {
+	l.roll(now)
+	var sum Amount
+	for _, w := range l.Window {
+		if w.Dest == dest {
+			sum = sum.Add(w.Amount)
+		}
+	}
+	return sum
+}
+
+func (l *Ledger) asked(dest string) bool {
+	for _, d := range l.Asked {
+		if d == dest {
+			return true
+		}
+	}
+	return false
+}
+
+// Reserve records a hold for a new active spend.
+func (l *Ledger) Reserve(s *Spend, now time.Time) {
+	l.roll(now)
+	if l.Holds == nil {
+		l.Holds = make(map[string]HoldEntry)
+	}
+	l.Holds[s.ID] = HoldEntry{Amount: s.Amount, Status: s.Status, Dest: s.Destination, Created: s.CreatedAt}
+	l.Window = append(l.Window, WindowEntry{SpendID: s.ID, At: s.CreatedAt, Dest: s.Destination, Amount: s.Amount})
+	sortWindow(l.Window)
+}
+
+// Restatus updates the status of an active hold (pending -> approved ...).
+func (l *Ledger) Restatus(id string, st Status) {
+	if h, ok := l.Holds[id]; ok {
+		h.Status = st
+		l.Holds[id] = h
+	}
+}
+
+// Release drops a hold without paying: the allowance returns at once.
+func (l *Ledger) Release(id string, now time.Time) {
+	delete(l.Holds, id)
+	for i := range l.Window {
+		if l.Window[i].SpendID == id {
+			l.Window = append(l.Window[:i], l.Window[i+1:]...)
+			break
+		}
+	}
+	l.roll(now)
+}
+
+// Settle converts a hold into a settled amount; a price below the hold
+// releases the difference at once.
+func (l *Ledger) Settle(id string, price Amount, now time.Time) {
+	delete(l.Holds, id)
+	for i := range l.Window {
+		if l.Window[i].SpendID == id {
+			l.Window[i].Amount = price
+			break
+		}
+	}
+	l.roll(now)
+	l.DaySettled = l.DaySettled.Add(price)
+	l.MonthSettled = l.MonthSettled.Add(price)
+	l.LifetimeSettled = l.LifetimeSettled.Add(price)
+}
+
+// RecordAsked notes that the agent asked about a new destination today.
+func (l *Ledger) RecordAsked(dest string, now time.Time) {
+	l.roll(now)
+	if !l.asked(dest) {
+		l.Asked = append(l.Asked, dest)
+	}
+}
+
+// AddWindow restores a settled amount into the 24 h window (activation).
+func (l *Ledger) AddWindow(e WindowEntry) {
+	l.Window = append(l.Window, e)
+	sortWindow(l.Window)
+}
+
+func sortWindow(w []WindowEntry) {
+	sort.SliceStable(w, func(i, j int) bool { return w[i].At.Before(w[j].At) })
+}
+
+// Counters is the part of the ledger persisted with every change.
+func (l *Ledger) Counters() Ledger {
+	return Ledger{Day: l.Day, DaySettled: l.DaySettled, Month: l.Month, MonthSettled: l.MonthSettled,
+		LifetimeSettled: l.LifetimeSettled, AskedDay: l.AskedDay, Asked: append([]string(nil), l.Asked...)}
+}

@@ -1,0 +1,279 @@
+package policy
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func wantAmount(t *testing.T, what string, got Amount, want string) {
+	t.Helper()
+	if !got.Equal(amt(want)) {
+		t.Errorf("%s = %s, want %s", what, got.Display(), want)
+	}
+}
+
+func TestLedgerReserveReleaseSettle(t *testing.T) {
+	var l Ledger
+	now := fixNow
+	holdInto(&l, "a", "api.vendor.com", "10.00", StatusApproved, now)
+	holdInto(&l, "b", "other.com", "2.50", StatusPendingApproval, now)
+	holdInto(&l, "c", "api.vendor.com", "0.001", StatusPendingApproval, now)
+	wantAmount(t, "Held after three holds", l.Held(), "12.501")
+	wantAmount(t, "DayUsed", l.DayUsed(now), "12.501")
+	wantAmount(t, "MonthUsed", l.MonthUsed(now), "12.501")
+	wantAmount(t, "LifetimeUsed", l.LifetimeUsed(), "12.501")
+	if got := l.PendingCount(); got != 2 {
+		t.Errorf("PendingCount = %d, want 2", got)
+	}
+
+	// Release: the allowance returns at once and nothing counts as paid.
+	l.Release("b", now)
+	wantAmount(t, "Held after release", l.Held(), "10.001")
+	wantAmount(t, "DaySettled after release", l.DaySettled, "0")
+	wantAmount(t, "DayUsed after release", l.DayUsed(now), "10.001")
+	if got := l.PendingCount(); got != 1 {
+		t.Errorf("PendingCount after release = %d, want 1", got)
+	}
+
+	// Settle below the hold: the hold (10.00) leaves, the price (7.25)
+	// enters every settled counter, so 2.75 is released at once.
+	l.Settle("a", amt("7.25"), now)
+	wantAmount(t, "Held after settle", l.Held(), "0.001")
+	wantAmount(t, "DaySettled", l.DaySettled, "7.25")
+	wantAmount(t, "MonthSettled", l.MonthSettled, "7.25")
+	wantAmount(t, "LifetimeSettled", l.LifetimeSettled, "7.25")
+	wantAmount(t, "DayUsed after settle", l.DayUsed(now), "7.251")
+	if _, ok := l.Holds["a"]; ok {
+		t.Error("settled hold still in Holds")
+	}
+
+	// Settle at exactly the hold.
+	l.Settle("c", amt("0.001"), now)
+	wantAmount(t, "Held at the end", l.Held(), "0")
+	wantAmount(t, "DayUsed at the end", l.DayUsed(now), "7.251")
+	wantAmount(t, "LifetimeUsed at the end", l.LifetimeUsed(), "7.251")
+	if len(l.Holds) != 0 || l.PendingCount() != 0 {
+		t.Errorf("holds left: %v", l.Holds)
+	}
+}
+
+func TestLedgerReleaseOfUnknownIDIsHarmless(t *testing.T) {
+	var l Ledger
+	holdInto(&l, "a", "api.vendor.com", "3.00", StatusApproved, fixNow)
+	l.Release("nope", fixNow)
+	wantAmount(t, "Held", l.Held(), "3.00")
+	if len(l.Window) != 1 {
+		t.Errorf("window has %d entries, want 1", len(l.Window))
+	}
+}
+
+func TestLedgerRestatusMovesPendingCount(t *testing.T) {
+	var l Ledger
+	holdInto(&l, "a", "x.com", "1.00", StatusPendingApproval, fixNow)
+	holdInto(&l, "b", "x.com", "1.00", StatusPendingApproval, fixNow)
+	l.Restatus("a", StatusApproved)
+	if got := l.PendingCount(); got != 1 {
+		t.Errorf("PendingCount = %d, want 1", got)
+	}
+	l.Restatus("gone", StatusApproved) // no hold: nothing happens
+	if len(l.Holds) != 2 {
+		t.Errorf("Restatus of an unknown id added a hold: %v", l.Holds)
+	}
+	wantAmount(t, "Held", l.Held(), "2.00")
+}
+
+func TestLedgerDayRolloverAtMidnightUTC(t *testing.T) {
+	var l Ledger
+	last := time.Date(2026, 11, 22, 23, 59, 59, 999999999, time.UTC)
+	midnight := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
+	settleInto(&l, "a", "api.vendor.com", "8.00", time.Date(2026, 11, 22, 23, 0, 0, 0, time.UTC))
+	holdInto(&l, "b", "api.vendor.com", "1.50", StatusApproved, time.Date(2026, 11, 22, 23, 30, 0, 0, time.UTC))
+
+	wantAmount(t, "DayUsed one nanosecond before midnight", l.DayUsed(last), "9.50")
+	// The settled amount leaves the day; the hold counts in every window.
+	wantAmount(t, "DayUsed at midnight", l.DayUsed(midnight), "1.50")
+	wantAmount(t, "MonthUsed at midnight", l.MonthUsed(midnight), "9.50")
+	wantAmount(t, "LifetimeUsed at midnight", l.LifetimeUsed(), "9.50")
+	if l.Day != "2026-11-23" {
+		t.Errorf("Day = %q after rolling", l.Day)
+	}
+
+	// Settling yesterday's hold today counts in today's window.
+	l.Settle("b", amt("1.50"), midnight.Add(time.Hour))
+	wantAmount(t, "DaySettled after settling yesterday's hold", l.DaySettled, "1.50")
+	wantAmount(t, "MonthSettled", l.MonthSettled, "9.50")
+}
+
+func TestLedgerRollsByUTCNotLocalDate(t *testing.T) {
+	var l Ledger
+	tokyo := time.FixedZone("UTC+9", 9*3600)
+	// 08:00 on the 23rd in Tokyo is still the 22nd in UTC.
+	settleInto(&l, "a", "api.vendor.com", "4.00", time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	wantAmount(t, "DayUsed at 08:00+09:00 the next local day", l.DayUsed(time.Date(2026, 11, 23, 8, 0, 0, 0, tokyo)), "4.00")
+	wantAmount(t, "DayUsed at 09:00+09:00 (00:00 UTC)", l.DayUsed(time.Date(2026, 11, 23, 9, 0, 0, 0, tokyo)), "0")
+}
+
+func TestLedgerMonthRollover(t *testing.T) {
+	var l Ledger
+	settleInto(&l, "a", "api.vendor.com", "40.00", time.Date(2026, 10, 3, 0, 0, 0, 0, time.UTC))
+	settleInto(&l, "b", "api.vendor.com", "60.00", time.Date(2026, 10, 31, 23, 59, 59, 0, time.UTC))
+	holdInto(&l, "c", "api.vendor.com", "5.00", StatusPendingApproval, time.Date(2026, 10, 31, 23, 59, 59, 0, time.UTC))
+	wantAmount(t, "MonthUsed on Oct 31", l.MonthUsed(time.Date(2026, 10, 31, 23, 59, 59, 999, time.UTC)), "105.00")
+	nov1 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	wantAmount(t, "MonthUsed on Nov 1", l.MonthUsed(nov1), "5.00")
+	wantAmount(t, "DayUsed on Nov 1", l.DayUsed(nov1), "5.00")
+	wantAmount(t, "LifetimeUsed", l.LifetimeUsed(), "105.00")
+	if l.Month != "2026-11" {
+		t.Errorf("Month = %q", l.Month)
+	}
+
+	// Across a year too.
+	settleInto(&l, "d", "api.vendor.com", "7.00", time.Date(2026, 12, 31, 12, 0, 0, 0, time.UTC))
+	wantAmount(t, "MonthUsed on Jan 1", l.MonthUsed(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)), "5.00")
+	wantAmount(t, "LifetimeUsed after a year", l.LifetimeUsed(), "112.00")
+}
+
+// The 24 h window is the sum sent to (or held for) one destination; entries
+// drop out when they are 24 h old.
+func TestLedgerDestinationWindow(t *testing.T) {
+	var l Ledger
+	settleInto(&l, "a", "api.vendor.com", "3.00", fixNow.Add(-23*time.Hour))
+	settleInto(&l, "b", "other.com", "100.00", fixNow.Add(-2*time.Hour))
+	holdInto(&l, "c", "api.vendor.com", "10.00", StatusApproved, fixNow.Add(-time.Hour))
+	// Settling below the hold keeps only the price in the window.
+	l.Settle("c", amt("4.00"), fixNow.Add(-30*time.Minute))
+	holdInto(&l, "d", "api.vendor.com", "2.00", StatusPendingApproval, fixNow)
+
+	wantAmount(t, "window now", l.destinationSent("api.vendor.com", fixNow), "9.00")
+	wantAmount(t, "window of another host", l.destinationSent("other.com", fixNow), "100.00")
+	wantAmount(t, "window of a host never paid", l.destinationSent("nobody.com", fixNow), "0")
+	// One hour later the 23 h old entry is exactly 24 h old and gone.
+	wantAmount(t, "window an hour later", l.destinationSent("api.vendor.com", fixNow.Add(time.Hour)), "6.00")
+	// Releasing the pending hold takes it out of the window too.
+	l.Release("d", fixNow.Add(time.Hour))
+	wantAmount(t, "window after release", l.destinationSent("api.vendor.com", fixNow.Add(time.Hour)), "4.00")
+	wantAmount(t, "window a day later", l.destinationSent("api.vendor.com", fixNow.Add(25*time.Hour)), "0")
+}
+
+// AddWindow restores entries in any order (activation); the window stays
+// sorted so old entries still roll off.
+func TestLedgerAddWindowKeepsOrder(t *testing.T) {
+	var l Ledger
+	l.AddWindow(WindowEntry{SpendID: "late", At: fixNow.Add(-time.Hour), Dest: "a.com", Amount: amt("1.00")})
+	l.AddWindow(WindowEntry{SpendID: "early", At: fixNow.Add(-20 * time.Hour), Dest: "a.com", Amount: amt("2.00")})
+	l.AddWindow(WindowEntry{SpendID: "mid", At: fixNow.Add(-10 * time.Hour), Dest: "a.com", Amount: amt("4.00")})
+	var ids []string
+	for _, w := range l.Window {
+		ids = append(ids, w.SpendID)
+	}
+	if !reflect.DeepEqual(ids, []string{"early", "mid", "late"}) {
+		t.Fatalf("window order %v", ids)
+	}
+	wantAmount(t, "window 5 h later", l.destinationSent("a.com", fixNow.Add(5*time.Hour)), "5.00")
+	wantAmount(t, "window 15 h later", l.destinationSent("a.com", fixNow.Add(15*time.Hour)), "1.00")
+}
+
+func TestLedgerRecordAsked(t *testing.T) {
+	var l Ledger
+	l.RecordAsked("a.com", fixNow)
+	l.RecordAsked("b.com", fixNow.Add(time.Hour))
+	l.RecordAsked("a.com", fixNow.Add(2*time.Hour)) // already asked: not twice
+	if !reflect.DeepEqual(l.Asked, []string{"a.com", "b.com"}) {
+		t.Fatalf("Asked = %v", l.Asked)
+	}
+	if !l.asked("a.com") || l.asked("c.com") {
+		t.Fatalf("asked() wrong for %v", l.Asked)
+	}
+	l.RecordAsked("c.com", time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC))
+	if !reflect.DeepEqual(l.Asked, []string{"c.com"}) || l.AskedDay != "2026-11-23" {
+		t.Fatalf("after midnight Asked = %v (day %s), want only c.com", l.Asked, l.AskedDay)
+	}
+}
+
+func TestNextDayAndNextMonth(t *testing.T) {
+	tokyo := time.FixedZone("UTC+9", 9*3600)
+	cases := []struct {
+		at              time.Time
+		nextDay, nextMo time.Time
+	}{
+		{fixNow, time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC), time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)},
+		{time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC), time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC), time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)},
+		{time.Date(2026, 12, 31, 23, 59, 59, 0, time.UTC), time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{time.Date(2028, 2, 28, 12, 0, 0, 0, time.UTC), time.Date(2028, 2, 29, 0, 0, 0, 0, time.UTC), time.Date(2028, 3, 1, 0, 0, 0, 0, time.UTC)},
+		// 2026-12-01 05:00 in Tokyo is still November 30th in UTC.
+		{time.Date(2026, 12, 1, 5, 0, 0, 0, tokyo), time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)},
+	}
+	for _, c := range cases {
+		if got := NextDay(c.at); !got.Equal(c.nextDay) || got.Location() != time.UTC {
+			t.Errorf("NextDay(%v) = %v, want %v UTC", c.at, got, c.nextDay)
+		}
+		if got := NextMonth(c.at); !got.Equal(c.nextMo) || got.Location() != time.UTC {
+			t.Errorf("NextMonth(%v) = %v, want %v UTC", c.at, got, c.nextMo)
+		}
+	}
+}
+
+func TestLedgerCountersIsAnIndependentCopy(t *testing.T) {
+	var l Ledger
+	settleInto(&l, "a", "api.vendor.com", "2.00", fixNow)
+	holdInto(&l, "b", "api.vendor.com", "3.00", StatusApproved, fixNow)
+	l.RecordAsked("x.com", fixNow)
+	l.RecordAsked("y.com", fixNow)
+
+	c := l.Counters()
+	if c.Holds != nil || c.Window != nil {
+		t.Errorf("Counters carries holds %v or window %v; they are rebuilt from spends", c.Holds, c.Window)
+	}
+	wantAmount(t, "Counters().DaySettled", c.DaySettled, "2.00")
+	if c.Day != "2026-11-22" || c.Month != "2026-11" || c.AskedDay != "2026-11-22" {
+		t.Errorf("Counters windows: day %q month %q asked day %q", c.Day, c.Month, c.AskedDay)
+	}
+
+	// Writing into the copy leaves the ledger alone...
+	c.Asked[0] = "changed.com"
+	c.Asked = append(c.Asked, "more.com")
+	if !reflect.DeepEqual(l.Asked, []string{"x.com", "y.com"}) {
+		t.Fatalf("changing the copy changed the ledger: %v", l.Asked)
+	}
+	// ...and the ledger moving on leaves an earlier copy alone.
+	c2 := l.Counters()
+	l.RecordAsked("z.com", fixNow)
+	l.Settle("b", amt("3.00"), fixNow)
+	if !reflect.DeepEqual(c2.Asked, []string{"x.com", "y.com"}) {
+		t.Fatalf("the ledger changed an earlier copy: %v", c2.Asked)
+	}
+	wantAmount(t, "earlier copy DaySettled", c2.DaySettled, "2.00")
+	wantAmount(t, "earlier copy LifetimeSettled", c2.LifetimeSettled, "2.00")
+}
+
+// Counters is what gets persisted: it round-trips through JSON, and the
+// in-memory holds and window are not part of it.
+func TestLedgerCountersJSONRoundTrip(t *testing.T) {
+	var l Ledger
+	settleInto(&l, "a", "api.vendor.com", "2.125", fixNow)
+	holdInto(&l, "b", "api.vendor.com", "3.00", StatusApproved, fixNow)
+	l.RecordAsked("x.com", fixNow)
+	b, err := json.Marshal(l.Counters())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(b, &keys); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"asked", "asked_day", "day", "day_settled", "lifetime_settled", "month", "month_settled"}
+	if got := sortedKeys(keys); !reflect.DeepEqual(got, want) {
+		t.Errorf("persisted keys %v, want %v", got, want)
+	}
+	var back Ledger
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	b2, _ := json.Marshal(back.Counters())
+	if string(b) != string(b2) {
+		t.Errorf("round trip changed the counters:\n%s\n%s", b, b2)
+	}
+	wantAmount(t, "restored DaySettled", back.DaySettled, "2.125")
+}

@@ -1,0 +1,214 @@
+package transport
+
+import (
+	"encoding/json"
+	"net/url"
+	"time"
+
+	"github.com/agentpay/guard/actors"
+	"github.com/agentpay/guard/policy"
+)
+
+// policyBody is the writable part of spec 2.6. Null-able fields are raw so
+// that an explicit null (remove the limit) differs from an omitted field.
+type policyBody struct {
+	PerSpendLimit         *string         `json:"per_spend_limit"`
+	DailyCap              *string         `json:"daily_cap"`
+	MonthlyCap            *string         `json:"monthly_cap"`
+	LifetimeCap           json.RawMessage `json:"lifetime_cap"`
+	AllowedDestinations   *[]string       `json:"allowed_destinations"`
+	TrustedDestinations   *[]string       `json:"trusted_destinations"`
+	BlockedDestinations   *[]string       `json:"blocked_destinations"`
+	UnknownDestination    *string         `json:"unknown_destination"`
+	ApprovalOver          *string         `json:"approval_over"`
+	DestinationWindowOver json.RawMessage `json:"destination_window_over"`
+	MaxPending            *int            `json:"max_pending"`
+	ApprovalTTLMinutes    *int            `json:"approval_ttl_minutes"`
+	ValidUntil            json.RawMessage `json:"valid_until"`
+}
+
+func nullableString(param string, raw json.RawMessage) (policy.Nullable[string], *apiError) {
+	var n policy.Nullable[string]
+	if raw == nil {
+		return n, nil
+	}
+	n.Set = true
+	if string(raw) == "null" {
+		return n, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return n, badParam(codeParameterInvalid, param, param+" must be a JSON string or null.")
+	}
+	n.Value = &s
+	return n, nil
+}
+
+func (b *policyBody) input(prefix string) (policy.RulesInput, *apiError) {
+	in := policy.RulesInput{PerSpendLimit: b.PerSpendLimit, DailyCap: b.DailyCap, MonthlyCap: b.MonthlyCap,
+		AllowedDestinations: b.AllowedDestinations, TrustedDestinations: b.TrustedDestinations,
+		BlockedDestinations: b.BlockedDestinations, UnknownDestination: b.UnknownDestination,
+		ApprovalOver: b.ApprovalOver, MaxPending: b.MaxPending, ApprovalTTLMinutes: b.ApprovalTTLMinutes}
+	var err *apiError
+	if in.LifetimeCap, err = nullableString(prefix+"lifetime_cap", b.LifetimeCap); err != nil {
+		return in, err
+	}
+	if in.DestinationWindowOver, err = nullableString(prefix+"destination_window_over", b.DestinationWindowOver); err != nil {
+		return in, err
+	}
+	if in.ValidUntil, err = nullableString(prefix+"valid_until", b.ValidUntil); err != nil {
+		return in, err
+	}
+	return in, nil
+}
+
+type createAgentBody struct {
+	Name   *string     `json:"name"`
+	Policy *policyBody `json:"policy"`
+}
+
+func (s *Server) createAgent(c *call) *apiError {
+	if err := requireJSON(c); err != nil {
+		return err
+	}
+	var body createAgentBody
+	if err := decodeStrict(c.ctx.PostBody(), &body); err != nil {
+		return err
+	}
+	if body.Name == nil {
+		return badParam(codeParameterMissing, "name", "name is required: a label for the agent, 1 to 100 characters.")
+	}
+	var in *policy.RulesInput
+	if body.Policy != nil {
+		ri, err := body.Policy.input("policy.")
+		if err != nil {
+			return err
+		}
+		in = &ri
+	}
+	ctx, cancel := requestContext(10 * time.Second)
+	defer cancel()
+	ag, pol, err := s.sys.CreateAgent(ctx, c.who, *body.Name, in)
+	if err != nil {
+		return fromActors(err)
+	}
+	writeJSON(c.ctx, 201, c.reqID, struct {
+		actors.Agent
+		Policy policy.Policy `json:"policy"`
+	}{ag, pol})
+	return nil
+}
+
+func (s *Server) getAgent(c *call) *apiError {
+	id, _ := c.ctx.UserValue("id").(string)
+	ag, err := s.sys.Agent(c.who, id)
+	if err != nil {
+		return fromActors(err)
+	}
+	writeJSON(c.ctx, 200, c.reqID, ag)
+	return nil
+}
+
+func (s *Server) createAgentKey(c *call) *apiError {
+	id, _ := c.ctx.UserValue("id").(string)
+	if len(c.ctx.PostBody()) > 0 {
+		if err := requireJSON(c); err != nil {
+			return err
+		}
+		var empty struct{}
+		if err := decodeStrict(c.ctx.PostBody(), &empty); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := requestContext(10 * time.Second)
+	defer cancel()
+	k, err := s.sys.CreateAgentKey(ctx, c.who, id)
+	if err != nil {
+		return fromActors(err)
+	}
+	writeJSON(c.ctx, 201, c.reqID, k)
+	return nil
+}
+
+func (s *Server) ownerPolicy(c *call) *apiError {
+	id, _ := c.ctx.UserValue("id").(string)
+	p, err := s.sys.Policy(c.who, id)
+	if err != nil {
+		return fromActors(err)
+	}
+	writeJSON(c.ctx, 200, c.reqID, p)
+	return nil
+}
+
+// publishPolicy takes a full policy body: omitted fields take the defaults.
+func (s *Server) publishPolicy(c *call) *apiError {
+	id, _ := c.ctx.UserValue("id").(string)
+	if err := requireJSON(c); err != nil {
+		return err
+	}
+	var body policyBody
+	if err := decodeStrict(c.ctx.PostBody(), &body); err != nil {
+		return err
+	}
+	in, aerr := body.input("")
+	if aerr != nil {
+		return aerr
+	}
+	rules, ferr := in.Validate(policy.DefaultRules())
+	if ferr != nil {
+		return badParam(codeParameterInvalid, ferr.Param, ferr.Param+": "+ferr.Message)
+	}
+	return s.publish(c, id, func(policy.Rules) (policy.Rules, *actors.Error) { return rules, nil })
+}
+
+func (s *Server) publish(c *call, agentID string, edit actors.PolicyEdit) *apiError {
+	ctx, cancel := requestContext(10 * time.Second)
+	defer cancel()
+	p, err := s.sys.PublishPolicy(ctx, c.who, agentID, edit)
+	if err != nil {
+		return fromActors(err)
+	}
+	writeJSON(c.ctx, 200, c.reqID, p)
+	return nil
+}
+
+type destinationBody struct {
+	Pattern *string `json:"pattern"`
+	List    *string `json:"list"`
+}
+
+func (s *Server) addDestination(c *call) *apiError {
+	id, _ := c.ctx.UserValue("id").(string)
+	if err := requireJSON(c); err != nil {
+		return err
+	}
+	var body destinationBody
+	if err := decodeStrict(c.ctx.PostBody(), &body); err != nil {
+		return err
+	}
+	if body.Pattern == nil {
+		return badParam(codeParameterMissing, "pattern", `pattern is required: a host like "api.vendor.com" or "*.vendor.com".`)
+	}
+	if body.List == nil {
+		return badParam(codeParameterMissing, "list", `list is required: "allowed", "trusted" or "blocked".`)
+	}
+	edit, eerr := actors.EditDestinations(*body.List, *body.Pattern, true)
+	if eerr != nil {
+		return fromActors(eerr)
+	}
+	return s.publish(c, id, edit)
+}
+
+func (s *Server) removeDestination(c *call) *apiError {
+	id, _ := c.ctx.UserValue("id").(string)
+	list, _ := c.ctx.UserValue("list").(string)
+	pattern, _ := c.ctx.UserValue("pattern").(string)
+	if p, err := url.PathUnescape(pattern); err == nil {
+		pattern = p
+	}
+	edit, eerr := actors.EditDestinations(list, pattern, false)
+	if eerr != nil {
+		return fromActors(eerr)
+	}
+	return s.publish(c, id, edit)
+}

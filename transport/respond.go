@@ -1,0 +1,90 @@
+package transport
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"strconv"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"github.com/valyala/fasthttp"
+)
+
+// requestIDs are "req_" + a per-process random prefix + a counter: unique,
+// cheap, and never a secret.
+type requestIDs struct {
+	prefix string
+	n      atomic.Uint64
+}
+
+func newRequestIDs() *requestIDs {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return &requestIDs{prefix: "req_" + hex.EncodeToString(b[:])}
+}
+
+func (r *requestIDs) next() string {
+	return r.prefix + strconv.FormatUint(r.n.Add(1)+1<<40, 36)
+}
+
+// writeJSON encodes v with the per-response fields added.
+func writeJSON(ctx *fasthttp.RequestCtx, status int, reqID string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeError(ctx, reqID, &apiError{code: "internal_error", message: "The response could not be encoded."})
+		return
+	}
+	writeObject(ctx, status, reqID, b, nil)
+}
+
+// writeObject writes a stored JSON object, splicing in request_id and any
+// extra fields before its closing brace, so stored spends are served without
+// decoding them again.
+func writeObject(ctx *fasthttp.RequestCtx, status int, reqID string, obj []byte, extra []byte) {
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("application/json")
+	out := make([]byte, 0, len(obj)+len(extra)+48)
+	out = append(out, obj[:len(obj)-1]...)
+	if len(obj) > 2 {
+		out = append(out, ',')
+	}
+	out = append(out, extra...)
+	out = append(out, `"request_id":`...)
+	out = appendJSONString(out, reqID)
+	out = append(out, '}')
+	ctx.SetBody(out)
+}
+
+// appendJSONString appends s as a JSON string literal.
+func appendJSONString(b []byte, s string) []byte {
+	const hexd = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c < 0x20 || c == '<' || c == '>' || c == '&':
+				b = append(b, '\\', 'u', '0', '0', hexd[c>>4], hexd[c&0xf])
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, `\ufffd`...)
+		} else if r == '\u2028' || r == '\u2029' {
+			b = append(b, '\\', 'u', '2', '0', '2', hexd[r&0xf])
+		} else {
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(b, '"')
+}
