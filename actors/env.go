@@ -78,6 +78,7 @@ func (c *change) event(e *envLedger, agentID, typ string, obj any, audience []st
 		Created: now.UTC(), Livemode: e.state.Env.Livemode(), Sequence: e.state.Sequence, AgentID: agentID,
 		Data: EventData{Object: obj}}, AudienceList: audience}
 	c.put(bEvents, seqKey(prefixOf(e.state.OwnerID, string(e.state.Env)), ev.Sequence), ev)
+	c.putRaw(bEventIDs, []byte(ev.ID), seqKey(nil, ev.Sequence))
 	c.events = append(c.events, ev)
 }
 

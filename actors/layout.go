@@ -23,9 +23,9 @@ const (
 	bActive      = "active"       // agent id|spend id -> "" while a spend holds allowance
 	bIdem        = "idempotency"  // agent id|key -> idemRecord
 	bEvents      = "events"       // owner id|env|sequence(8) -> StoredEvent
+	bEventIDs    = "event_ids"    // event id -> sequence(8), for list cursors
 	bReceipts    = "receipts"     // receipt id -> Receipt
 	bApprovals   = "approvals"    // approval id -> spend id
-	bSigningKeys = "signing_keys" // kid -> key material
 	bMeta        = "service_meta" // misc singletons
 )
 

@@ -60,15 +60,17 @@ func NextMonth(t time.Time) time.Time {
 	return time.Date(y, m+1, 1, 0, 0, 0, 0, time.UTC)
 }
 
-// roll resets windows that ended before now.
+// roll resets windows that ended before now. Windows only move forward: a
+// wall clock stepped back across midnight must not hand the agent a fresh
+// daily cap (the date strings sort as text).
 func (l *Ledger) roll(now time.Time) {
-	if d := dayOf(now); l.Day != d {
+	if d := dayOf(now); l.Day < d {
 		l.Day, l.DaySettled = d, Amount{}
 	}
-	if m := monthOf(now); l.Month != m {
+	if m := monthOf(now); l.Month < m {
 		l.Month, l.MonthSettled = m, Amount{}
 	}
-	if d := dayOf(now); l.AskedDay != d {
+	if d := dayOf(now); l.AskedDay < d {
 		l.AskedDay, l.Asked = d, nil
 	}
 	cut := now.Add(-DestinationWindowLength)

@@ -277,3 +277,43 @@ func TestLedgerCountersJSONRoundTrip(t *testing.T) {
 	}
 	wantAmount(t, "restored DaySettled", back.DaySettled, "2.125")
 }
+
+// The actors' clock is wall time in UTC, which carries no monotonic reading,
+// so it can step back (an NTP correction, a host clock fix). A step back
+// across 00:00 UTC must not make the ledger forget what was settled in the
+// current window: otherwise the agent can spend a daily or monthly cap
+// twice, and ask about ten more new destinations.
+func TestLedgerWindowsNeverRollBackwards(t *testing.T) {
+	cases := []struct {
+		name  string
+		after time.Time // just past a boundary
+	}{
+		{"day boundary", time.Date(2026, 11, 23, 0, 0, 5, 0, time.UTC)},
+		{"month boundary", time.Date(2026, 12, 1, 0, 0, 5, 0, time.UTC)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var l Ledger
+			settleInto(&l, "a", "api.vendor.com", "30.00", c.after)
+			l.RecordAsked("x.com", c.after)
+
+			// The clock steps back ten seconds, across the boundary, and
+			// something reads the ledger; then the clock recovers.
+			back := c.after.Add(-10 * time.Second)
+			ComputeBalance("agt_x", fixPolicy(fixRules()), &l, fixPool(), back)
+			now := c.after.Add(time.Second)
+
+			wantAmount(t, "DayUsed after the clock recovered", l.DayUsed(now), "30.00")
+			wantAmount(t, "MonthUsed after the clock recovered", l.MonthUsed(now), "30.00")
+			if !l.asked("x.com") {
+				t.Errorf("the destination asked about at %s was forgotten: Asked = %v", c.after.Format(time.RFC3339), l.Asked)
+			}
+			r := fixRules()
+			r.PerSpendLimit, r.ApprovalOver = amt("50.00"), amt("50.00")
+			d := Decide(fixPolicy(r), &l, fixPool(), Subject{}, Request{Amount: amt("25.00"), Destination: "api.vendor.com"}, now)
+			if d.Reason != ReasonDailyCap {
+				t.Errorf("after 30.00 settled today, 25.00 more against a 50.00 daily cap: %s, want daily_cap", verdict(d))
+			}
+		})
+	}
+}

@@ -75,6 +75,9 @@ func declineNextAction(reason string, rule *RuleDetail) (NextAction, bool) {
 // Approve moves a pending spend to approved (the owner said yes).
 func (s *Spend) Approve(now time.Time) {
 	s.move(StatusApproved, now)
+	if s.Approval != nil {
+		s.Approval.Status = "approved"
+	}
 	s.NextAction = NextAction{Code: NextCheckLater, CheckWith: CheckWithGetSpend, RetryAfterSeconds: 1}
 	s.Message = "The owner approved the payment; the service is paying the vendor."
 }
@@ -83,6 +86,9 @@ func (s *Spend) Approve(now time.Time) {
 func (s *Spend) Decline(reason, gate, msg string, now time.Time) {
 	s.move(StatusDeclined, now)
 	s.DeclineReason, s.DeclinedAtGate, s.Message = strPtr(reason), strPtr(gate), msg
+	if s.Approval != nil && reason == ReasonOwnerRejected {
+		s.Approval.Status = "rejected"
+	}
 	s.Hold = nil
 	s.NextAction, s.Retryable = declineNextAction(reason, nil)
 }

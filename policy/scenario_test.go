@@ -169,12 +169,12 @@ func lineDiff(want, got []string) string {
 			fmt.Fprintf(&b, "   %s\n", want[i])
 			i++
 			j++
-		case j < m && (i == n || lcs[i][j+1] >= lcs[i+1][j]):
-			fmt.Fprintf(&b, "  +%s\n", got[j])
-			j++
-		default:
+		case i < n && (j == m || lcs[i+1][j] >= lcs[i][j+1]):
 			fmt.Fprintf(&b, "  -%s\n", want[i])
 			i++
+		default:
+			fmt.Fprintf(&b, "  +%s\n", got[j])
+			j++
 		}
 	}
 	return "  (-want +got; run with -rewrite to accept)\n" + b.String()
@@ -590,8 +590,10 @@ func (w *scenarioWorld) checkInvariants(t *testing.T, where string) {
 			pending++
 		}
 	}
-	if len(w.ledger.Holds) != 0 && len(w.ledger.Holds) > len(w.ordered) {
-		t.Errorf("%s: ledger has holds of unknown spends: %v", where, w.ledger.Holds)
+	for id := range w.ledger.Holds {
+		if _, ok := w.spends[id]; !ok {
+			t.Errorf("%s: the ledger holds for unknown spend %q", where, id)
+		}
 	}
 	if !w.ledger.Held().Equal(sum) || w.ledger.PendingCount() != pending {
 		t.Errorf("%s: ledger held %s pending %d, spends hold %s pending %d",

@@ -85,6 +85,8 @@ func (s *Server) routes(r *router.Router) {
 
 	r.POST("/v1/spends", s.wrap(s.agentOnly(s.createSpend)))
 	r.POST("/v1/spends/check", s.wrap(s.agentOnly(s.checkSpend)))
+	r.GET("/v1/spends", s.wrap(s.authed(s.listSpends)))
+	r.GET("/v1/events", s.wrap(s.authed(s.listEvents)))
 	r.GET("/v1/spends/{id}", s.wrap(s.authed(s.getSpend)))
 	r.POST("/v1/spends/{id}/cancel", s.wrap(s.agentOnly(s.cancelSpend)))
 	r.GET("/v1/balance", s.wrap(s.agentOnly(s.balance)))

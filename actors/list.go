@@ -1,0 +1,259 @@
+package actors
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentpay/guard/policy"
+)
+
+// List limits (spec 8.2).
+const (
+	DefaultPageSize = 10
+	MaxPageSize     = 50
+	ListMemoLength  = 80
+	EventRetention  = 30 * 24 * time.Hour
+)
+
+// TimeRange is a created[gte|gt|lte|lt] filter; nil bounds are open.
+type TimeRange struct {
+	Gte, Gt, Lte, Lt *time.Time
+}
+
+func (r TimeRange) contains(t time.Time) bool {
+	return (r.Gte == nil || !t.Before(*r.Gte)) && (r.Gt == nil || t.After(*r.Gt)) &&
+		(r.Lte == nil || !t.After(*r.Lte)) && (r.Lt == nil || t.Before(*r.Lt))
+}
+
+// older reports whether t is before every time the range admits: a scan
+// going back in time can stop there.
+func (r TimeRange) older(t time.Time) bool {
+	return r.Gte != nil && t.Before(*r.Gte) || r.Gt != nil && !t.After(*r.Gt)
+}
+
+// newer reports whether t is after every time the range admits.
+func (r TimeRange) newer(t time.Time) bool {
+	return r.Lte != nil && t.After(*r.Lte) || r.Lt != nil && !t.Before(*r.Lt)
+}
+
+// ListParams are the query of a list call. Cursors are object ids.
+type ListParams struct {
+	Limit         int
+	StartingAfter string
+	EndingBefore  string
+	Created       TimeRange
+	Status        policy.Status // spends
+	Destination   string        // spends, canonical host
+	AgentID       string        // owners: only this agent
+	Type          string        // events: exact type or a prefix ending in ".*"
+}
+
+// Page is one page of stored objects, newest first.
+type Page struct {
+	Items   [][]byte
+	HasMore bool
+}
+
+// pager walks an index newest first (or, with ending_before, oldest first
+// from the cursor, then flips the page), so a page never loses or repeats
+// an item when new ones are inserted meanwhile: new items only ever appear
+// at the newest end.
+type pager struct {
+	sys    *System
+	bucket string
+	prefix []byte
+	q      ListParams
+	// load turns an index entry into the item, its time, and whether it
+	// passes the filters.
+	load func(key, value []byte) (item []byte, at time.Time, ok bool, err error)
+}
+
+func (pg pager) run(cursorKey []byte) (Page, error) {
+	limit := pg.q.Limit
+	forward := pg.q.EndingBefore != ""
+	var from []byte
+	if cursorKey != nil {
+		from = cursorKey
+	}
+	var items [][]byte
+	var loadErr error
+	more := false
+	err := pg.sys.store.Scan(pg.bucket, pg.prefix, from, !forward, func(k, v []byte) bool {
+		if cursorKey != nil && bytes.Equal(k, cursorKey) {
+			return true // the cursor itself is not part of the page
+		}
+		item, at, ok, err := pg.load(k, v)
+		if err != nil {
+			loadErr = err
+			return false
+		}
+		if !forward && pg.q.Created.older(at) || forward && pg.q.Created.newer(at) {
+			return false
+		}
+		if !ok || !pg.q.Created.contains(at) {
+			return true
+		}
+		if len(items) == limit {
+			more = true
+			return false
+		}
+		items = append(items, item)
+		return true
+	})
+	if err == nil {
+		err = loadErr
+	}
+	if err != nil {
+		return Page{}, ErrUnavailable
+	}
+	if forward {
+		for i, j := 0, len(items)-1; i < j; i, j = i+1, j-1 {
+			items[i], items[j] = items[j], items[i]
+		}
+	}
+	return Page{Items: items, HasMore: more}, nil
+}
+
+// Scan's `from` is inclusive and, reversed, starts at the last key <= from;
+// a nil from starts at the end of the prefix, which is what "newest first"
+// wants. Forward scans need an explicit start.
+func (pg pager) start(id string) []byte {
+	if id == "" {
+		return nil
+	}
+	return append(append([]byte{}, pg.prefix...), id...)
+}
+
+func normalizeLimit(n int) int {
+	if n <= 0 {
+		return DefaultPageSize
+	}
+	if n > MaxPageSize {
+		return MaxPageSize
+	}
+	return n
+}
+
+// ListSpends lists the spends the principal may see, newest first, with
+// memo cut to 80 characters.
+func (s *System) ListSpends(p Principal, q ListParams) (Page, error) {
+	q.Limit = normalizeLimit(q.Limit)
+	cursor := q.StartingAfter
+	if q.EndingBefore != "" {
+		cursor = q.EndingBefore
+	}
+	if cursor != "" && !ValidID("spd", cursor) {
+		return Page{}, &Error{Code: CodeParameterInvalid, Param: cursorParam(q),
+			Message: "The cursor must be a spend id (spd_ followed by 32 hex characters) from an earlier page."}
+	}
+	pg := pager{sys: s, q: q}
+	switch {
+	case p.Kind == KindAgent:
+		pg.bucket, pg.prefix = bAgentSpends, prefixOf(p.AgentID)
+	case q.AgentID != "":
+		if _, err := s.Agent(p, q.AgentID); err != nil {
+			return Page{}, &Error{Code: CodeParameterInvalid, Param: "agent_id", Message: "agent_id names no agent of this owner and environment."}
+		}
+		pg.bucket, pg.prefix = bAgentSpends, prefixOf(q.AgentID)
+	default:
+		pg.bucket, pg.prefix = bEnvSpends, prefixOf(p.OwnerID, string(p.Env()))
+	}
+	pg.load = func(k, _ []byte) ([]byte, time.Time, bool, error) {
+		id := string(k[len(pg.prefix):])
+		raw, err := s.store.Get(bSpends, []byte(id))
+		if err != nil {
+			return nil, time.Time{}, false, err
+		}
+		var sp policy.Spend
+		if raw == nil || json.Unmarshal(raw, &sp) != nil {
+			return nil, time.Time{}, false, nil
+		}
+		if q.Status != "" && sp.Status != q.Status || q.Destination != "" && sp.Destination != q.Destination {
+			return nil, sp.CreatedAt, false, nil
+		}
+		if utf8.RuneCountInString(sp.Memo) > ListMemoLength {
+			sp.Memo = string([]rune(sp.Memo)[:ListMemoLength])
+			raw = mustJSON(&sp)
+		}
+		return raw, sp.CreatedAt, true, nil
+	}
+	if cursor != "" {
+		return pg.run(pg.start(cursor))
+	}
+	return pg.run(nil)
+}
+
+func cursorParam(q ListParams) string {
+	if q.EndingBefore != "" {
+		return "ending_before"
+	}
+	return "starting_after"
+}
+
+// ListEvents lists events of the last 30 days, newest first. An agent sees
+// only its own agent's events whose audience includes agents.
+func (s *System) ListEvents(p Principal, q ListParams) (Page, error) {
+	q.Limit = normalizeLimit(q.Limit)
+	floor := s.clock.Now().Add(-EventRetention)
+	if q.Created.Gte == nil || q.Created.Gte.Before(floor) {
+		q.Created.Gte = &floor // older history is clipped, not an error
+	}
+	cursor := q.StartingAfter
+	if q.EndingBefore != "" {
+		cursor = q.EndingBefore
+	}
+	pg := pager{sys: s, q: q, bucket: bEvents, prefix: prefixOf(p.OwnerID, string(p.Env()))}
+	var cursorKey []byte
+	if cursor != "" {
+		seq, err := s.store.Get(bEventIDs, []byte(cursor))
+		if err != nil {
+			return Page{}, ErrUnavailable
+		}
+		if !ValidID("evt", cursor) || len(seq) != 8 {
+			return Page{}, &Error{Code: CodeParameterInvalid, Param: cursorParam(q),
+				Message: "The cursor must be an event id from an earlier page (evt_ followed by 32 hex characters)."}
+		}
+		cursorKey = append(append([]byte{}, pg.prefix...), seq...)
+	}
+	agentID := q.AgentID
+	if p.Kind == KindAgent {
+		agentID = p.AgentID
+	}
+	pg.load = func(_, v []byte) ([]byte, time.Time, bool, error) {
+		var ev StoredEvent
+		if json.Unmarshal(v, &ev) != nil {
+			return nil, time.Time{}, false, nil
+		}
+		ok := (agentID == "" || ev.AgentID == agentID) && matchType(q.Type, ev.Type)
+		if p.Kind == KindAgent && !hasAudience(ev.AudienceList, "agent") {
+			ok = false
+		}
+		if !ok {
+			return nil, ev.Created, false, nil
+		}
+		return mustJSON(ev.Event), ev.Created, true, nil
+	}
+	return pg.run(cursorKey)
+}
+
+func matchType(filter, typ string) bool {
+	if filter == "" {
+		return true
+	}
+	if p, ok := strings.CutSuffix(filter, "*"); ok {
+		return strings.HasPrefix(typ, p)
+	}
+	return filter == typ
+}
+
+func hasAudience(list []string, who string) bool {
+	for _, a := range list {
+		if a == who {
+			return true
+		}
+	}
+	return false
+}

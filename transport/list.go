@@ -1,0 +1,148 @@
+package transport
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/agentpay/guard/actors"
+	"github.com/agentpay/guard/policy"
+)
+
+// listParams reads the common list query: limit, cursors, created[...],
+// agent_id. Unknown parameters are refused so a typo is not silently
+// ignored.
+func listParams(c *call, extra ...string) (actors.ListParams, *apiError) {
+	var q actors.ListParams
+	var bad *apiError
+	allowed := map[string]bool{"limit": true, "starting_after": true, "ending_before": true, "agent_id": true,
+		"created[gte]": true, "created[gt]": true, "created[lte]": true, "created[lt]": true}
+	for _, e := range extra {
+		allowed[e] = true
+	}
+	c.ctx.QueryArgs().VisitAll(func(k, v []byte) {
+		if bad != nil {
+			return
+		}
+		key, val := string(k), string(v)
+		if !allowed[key] {
+			bad = badParam(codeParameterUnknown, key, key+" is not a parameter of this list; remove it (check the spelling).")
+			return
+		}
+		switch key {
+		case "limit":
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 1 || n > actors.MaxPageSize {
+				bad = badParam(codeParameterInvalid, "limit", "limit must be a whole number from 1 to 50.")
+			}
+			q.Limit = n
+		case "starting_after":
+			q.StartingAfter = val
+		case "ending_before":
+			q.EndingBefore = val
+		case "agent_id":
+			if !actors.ValidID("agt", val) {
+				bad = badParam(codeParameterInvalid, "agent_id", "agent_id must be an agent id (agt_ followed by 32 hex characters).")
+			}
+			q.AgentID = val
+		case "created[gte]", "created[gt]", "created[lte]", "created[lt]":
+			t, err := parseTime(val)
+			if err != nil {
+				bad = badParam(codeParameterInvalid, key, key+" must be an RFC 3339 timestamp (2026-11-22T10:00:00Z) or Unix seconds.")
+				return
+			}
+			switch key {
+			case "created[gte]":
+				q.Created.Gte = &t
+			case "created[gt]":
+				q.Created.Gt = &t
+			case "created[lte]":
+				q.Created.Lte = &t
+			default:
+				q.Created.Lt = &t
+			}
+		}
+	})
+	if bad == nil && q.StartingAfter != "" && q.EndingBefore != "" {
+		bad = badParam(codeParameterInvalid, "ending_before", "Use starting_after or ending_before, not both.")
+	}
+	if bad == nil && q.AgentID != "" && c.who.Kind == actors.KindAgent && q.AgentID != c.who.AgentID {
+		// An agent key only ever sees its own agent; naming another one is
+		// answered as if it did not exist.
+		bad = &apiError{code: string(actors.CodeNotFound), param: "agent_id", message: "No agent " + q.AgentID + " exists."}
+	}
+	return q, bad
+}
+
+func parseTime(s string) (time.Time, error) {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return time.Unix(n, 0).UTC(), nil
+	}
+	return time.Parse(time.RFC3339, s)
+}
+
+// writeList writes the list envelope around stored objects.
+func writeList(c *call, url string, page actors.Page) {
+	n := 64
+	for _, it := range page.Items {
+		n += len(it) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, `{"object":"list","data":[`...)
+	for i, it := range page.Items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, it...)
+	}
+	b = append(b, `],"has_more":`...)
+	b = strconv.AppendBool(b, page.HasMore)
+	b = append(b, `,"url":`...)
+	b = appendJSONString(b, url)
+	b = append(b, '}')
+	writeObject(c.ctx, fasthttp.StatusOK, c.reqID, b, nil)
+}
+
+func (s *Server) listSpends(c *call) *apiError {
+	q, err := listParams(c, "status", "destination")
+	if err != nil {
+		return err
+	}
+	args := c.ctx.QueryArgs()
+	if v := args.Peek("status"); v != nil {
+		st := policy.Status(v)
+		if !st.Valid() {
+			return badParam(codeParameterInvalid, "status", "status must be one of pending_approval, approved, declined, processing, settled, failed, expired, cancelled.")
+		}
+		q.Status = st
+	}
+	if v := args.Peek("destination"); v != nil {
+		h, herr := policy.CanonicalHost(string(v))
+		if herr != nil {
+			h = strings.ToLower(string(v)) // invalid destinations are stored as written
+		}
+		q.Destination = h
+	}
+	page, aerr := s.sys.ListSpends(c.who, q)
+	if aerr != nil {
+		return fromActors(aerr)
+	}
+	writeList(c, "/v1/spends", page)
+	return nil
+}
+
+func (s *Server) listEvents(c *call) *apiError {
+	q, err := listParams(c, "type")
+	if err != nil {
+		return err
+	}
+	q.Type = string(c.ctx.QueryArgs().Peek("type"))
+	page, aerr := s.sys.ListEvents(c.who, q)
+	if aerr != nil {
+		return fromActors(aerr)
+	}
+	writeList(c, "/v1/events", page)
+	return nil
+}
