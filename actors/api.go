@@ -195,3 +195,49 @@ func (s *System) Subscribe(f func(StoredEvent)) { s.hub.subscribe(f) }
 
 // Now is the service clock.
 func (s *System) Now() time.Time { return s.clock.Now() }
+
+// Approval is the read-only view of an approval (GET /v1/approvals/{id}).
+// Deciding happens only in the owner's own session, never through a key.
+type Approval struct {
+	ID          string          `json:"id"`
+	Object      string          `json:"object"`
+	Status      string          `json:"status"`
+	SpendID     string          `json:"spend_id"`
+	AgentID     string          `json:"agent_id"`
+	Livemode    bool            `json:"livemode"`
+	Reason      *string         `json:"reason"`
+	Amount      policy.Amount   `json:"amount"`
+	Currency    string          `json:"currency"`
+	Destination string          `json:"destination"`
+	Resource    policy.Resource `json:"resource"`
+	ItemsHash   string          `json:"items_hash"`
+	ShortCode   string          `json:"short_code"`
+	OwnerURL    string          `json:"owner_url"`
+	ExpiresAt   time.Time       `json:"expires_at"`
+	CreatedAt   time.Time       `json:"created_at"`
+	SpendStatus policy.Status   `json:"spend_status"`
+}
+
+// GetApproval reads an approval visible to the principal.
+func (s *System) GetApproval(p Principal, id string) (Approval, error) {
+	notFound := errorf(CodeNotFound, "No approval %s exists.", id)
+	if !ValidID("apr", id) {
+		return Approval{}, notFound
+	}
+	spendID, err := s.store.Get(bApprovals, []byte(id))
+	if err != nil {
+		return Approval{}, ErrUnavailable
+	}
+	if spendID == nil {
+		return Approval{}, notFound
+	}
+	_, sp, err := s.readSpend(p, string(spendID))
+	if err != nil || sp.Approval == nil {
+		return Approval{}, notFound
+	}
+	a := sp.Approval
+	return Approval{ID: a.ID, Object: "approval", Status: a.Status, SpendID: sp.ID, AgentID: sp.AgentID,
+		Livemode: sp.Livemode, Reason: sp.ApprovalReason, Amount: sp.Amount, Currency: sp.Currency,
+		Destination: sp.Destination, Resource: sp.Resource, ItemsHash: a.ItemsHash, ShortCode: a.ShortCode,
+		OwnerURL: a.OwnerURL, ExpiresAt: a.ExpiresAt, CreatedAt: sp.CreatedAt, SpendStatus: sp.Status}, nil
+}

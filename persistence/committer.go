@@ -191,7 +191,12 @@ func (s *Store) commit(seg *segment) {
 			}
 		}
 		if h := s.hooks.commit; h != nil {
-			return h(n)
+			if err := h(n); err != nil {
+				return err
+			}
+		}
+		if f := s.commitFault; f != nil {
+			return f(n)
 		}
 		return nil
 	})

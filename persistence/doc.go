@@ -121,7 +121,8 @@
 //     operator's tool, not for the hot path.
 //   - Size limits (MaxKeySize, MaxValueSize, MaxOps, MaxRecordSize,
 //     MaxBucketNameSize) are enforced by Append with ErrInvalidRecord.
-//     Bucket names "journal" and "meta" are reserved.
+//     Bucket names "journal" and "meta" are reserved: Append, Get and Scan
+//     refuse them.
 //   - Options.InitialMmapSize should exceed the expected file size: when
 //     bbolt has to grow its mapping it waits for all read transactions and
 //     blocks new ones.

@@ -48,6 +48,12 @@ type Options struct {
 	OnFailure          func(err error) // optional; called once per failed group commit, never under a store lock
 	Logger             *slog.Logger    // optional; default discards
 
+	// CommitFault, when set, is called inside every group-commit
+	// transaction; a non-nil result aborts that commit exactly as a failing
+	// disk would. It exists for fault drills and for tests of the callers'
+	// failure handling; leave it nil in production.
+	CommitFault func(records int) error
+
 	// hooks lets the package's own tests inject failures and switch off
 	// automatic checkpoints. Always nil outside tests.
 	hooks *testHooks

@@ -70,6 +70,9 @@ func (s *Store) Scan(bucket string, prefix, from []byte, reverse bool, fn func(k
 	if s.closed.Load() {
 		return ErrClosed
 	}
+	if err := checkReadable(bucket); err != nil {
+		return err
+	}
 	b := newBounds(prefix, from)
 	// The overlay range is copied before the first bucket read. Taking it
 	// after could miss a key that a checkpoint moved from the overlay into

@@ -35,7 +35,9 @@ type Store struct {
 	db    *bolt.DB
 	log   *slog.Logger
 	hooks *testHooks
-	ov    *overlay
+	// commitFault is Options.CommitFault.
+	commitFault func(records int) error
+	ov          *overlay
 
 	// maxQueued bounds the records waiting for the committer; Append blocks
 	// (back-pressure) while the queue is full.
@@ -88,10 +90,11 @@ type counters struct {
 	maxBatch                                  atomic.Int64
 }
 
-// Stats is a snapshot of the store's counters.
+// Stats is a snapshot of the store's counters, each read atomically but not
+// all at the same instant.
 type Stats struct {
 	Gen              uint64 // current generation
-	Commits          uint64 // successful group commits (one fsync each)
+	Commits          uint64 // successful group commits (one bbolt commit, and so one round of fsyncs, each)
 	Records          uint64 // records made durable by those commits
 	Failures         uint64 // failed group commits
 	FailedRecords    uint64 // records failed with ErrCommitFailed
@@ -125,17 +128,18 @@ func Open(opts Options) (*Store, error) {
 		return nil, fmt.Errorf("persistence: open %s: %w", opts.Path, err)
 	}
 	s := &Store{
-		opts:      opts,
-		db:        db,
-		log:       opts.Logger,
-		hooks:     opts.hooks,
-		ov:        newOverlay(),
-		maxQueued: 4 * opts.MaxBatch,
-		chunk:     min(max(2*opts.MaxBatch, 256), 8192),
-		wake:      make(chan struct{}, 1),
-		pub:       make(chan func(), 64),
-		pubDone:   make(chan struct{}),
-		exited:    make(chan struct{}),
+		opts:        opts,
+		db:          db,
+		log:         opts.Logger,
+		hooks:       opts.hooks,
+		commitFault: opts.CommitFault,
+		ov:          newOverlay(),
+		maxQueued:   4 * opts.MaxBatch,
+		chunk:       min(max(2*opts.MaxBatch, 256), 8192),
+		wake:        make(chan struct{}, 1),
+		pub:         make(chan func(), 64),
+		pubDone:     make(chan struct{}),
+		exited:      make(chan struct{}),
 	}
 	if opts.hooks.chunkRecords > 0 {
 		s.chunk = opts.hooks.chunkRecords
@@ -375,6 +379,9 @@ func (s *Store) Get(bucket string, key []byte) ([]byte, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
+	if err := checkReadable(bucket); err != nil {
+		return nil, err
+	}
 	if v, del, ok := s.ov.get(bucket, key); ok {
 		if del {
 			return nil, nil
@@ -399,6 +406,15 @@ func (s *Store) Get(bucket string, key []byte) ([]byte, error) {
 		return nil, ErrClosed
 	}
 	return out, err
+}
+
+// checkReadable keeps the store's own buckets out of reach of Get and Scan:
+// their contents are an implementation detail, not entity state.
+func checkReadable(bucket string) error {
+	if bucket == journalBucket || bucket == metaBucket {
+		return fmt.Errorf("persistence: bucket %q is reserved", bucket)
+	}
+	return nil
 }
 
 // Check runs bbolt's consistency check over the whole file and returns the

@@ -321,6 +321,13 @@ func TestInvalidRecordRejected(t *testing.T) {
 	if s.Gen() != 1 {
 		t.Fatalf("invalid record changed the generation")
 	}
+	// The reserved buckets are not readable either.
+	if _, err := s.Get("meta", appliedKey); err == nil {
+		t.Fatalf("Get on the meta bucket succeeded")
+	}
+	if err := s.Scan("journal", nil, nil, false, func(k, v []byte) bool { return true }); err == nil {
+		t.Fatalf("Scan of the journal succeeded")
+	}
 }
 
 // TestBackPressure fills the queue while a commit is held and checks that

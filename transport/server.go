@@ -93,6 +93,7 @@ func (s *Server) routes(r *router.Router) {
 	r.GET("/v1/policy", s.wrap(s.agentOnly(s.agentPolicy)))
 	r.GET("/v1/me", s.wrap(s.authed(s.me)))
 	r.GET("/v1/receipts/{id}", s.wrap(s.authed(s.receipt)))
+	r.GET("/v1/approvals/{id}", s.wrap(s.authed(s.getApproval)))
 
 	r.POST("/v1/agents", s.wrap(s.ownerOnly(s.createAgent)))
 	r.GET("/v1/agents/{id}", s.wrap(s.ownerOnly(s.getAgent)))

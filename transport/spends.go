@@ -377,6 +377,17 @@ func (s *Server) me(c *call) *apiError {
 		out["policy_version"] = nil
 		out["message"] = "This is an owner key; it administers agents, rules and keys and must never be given to an agent."
 	}
+	out["environment"] = string(c.who.Env())
 	writeJSON(c.ctx, 200, c.reqID, out)
+	return nil
+}
+
+func (s *Server) getApproval(c *call) *apiError {
+	id, _ := c.ctx.UserValue("id").(string)
+	a, err := s.sys.GetApproval(c.who, id)
+	if err != nil {
+		return fromActors(err)
+	}
+	writeJSON(c.ctx, 200, c.reqID, a)
 	return nil
 }

@@ -38,6 +38,8 @@ type Service struct {
 type Options struct {
 	Logger *slog.Logger
 	Clock  actors.Clock
+	// CommitFault injects journal commit failures (fault drills, tests).
+	CommitFault func(records int) error
 }
 
 // Open opens the journal (replaying it), loads or creates the receipt
@@ -58,6 +60,7 @@ func Open(cfg Config, opts Options) (*Service, error) {
 	var failMu sync.Mutex
 	store, err := persistence.Open(persistence.Options{
 		Path: filepath.Join(cfg.Data, JournalFile), CheckpointInterval: cfg.CheckpointInterval, Logger: log,
+		CommitFault: opts.CommitFault,
 		OnFailure: func(err error) {
 			failMu.Lock()
 			f := failed
