@@ -69,7 +69,7 @@ func (s *System) CreateOwner(ctx context.Context, name, email, passwordHash stri
 
 // CreatedKey is a key with its secret, shown once.
 type CreatedKey struct {
-	APIKey
+	KeyView
 	Secret string `json:"secret"`
 }
 
@@ -157,13 +157,13 @@ func (s *System) CreateAgentKey(ctx context.Context, p Principal, agentID string
 	env.mu.Lock()
 	c.put(bKeys, []byte(k.ID), k)
 	c.putRaw(bKeyDigests, []byte(k.Digest), []byte(k.ID))
-	c.event(env, agentID, "api_key.created", k, audienceOwner, now)
+	c.event(env, agentID, "api_key.created", k.View(), audienceOwner, now)
 	t := s.commit(s.store.Gen(), env, c)
 	env.mu.Unlock()
 	if err := t.Wait(ctx); err != nil {
 		return CreatedKey{}, ErrUnavailable
 	}
-	return CreatedKey{APIKey: k, Secret: secret}, nil
+	return CreatedKey{KeyView: k.View(), Secret: secret}, nil
 }
 
 // PolicyEdit builds new rules from the newest published rules.

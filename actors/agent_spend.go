@@ -24,9 +24,15 @@ type SpendInput struct {
 	IdempotencyKey  string
 }
 
-// Fingerprint of the request (spec 4.2).
+// Fingerprint of the request (spec 4.2). The destination and URL are
+// compared as the rules see them (canonical host), so "API.Vendor.com" and
+// "api.vendor.com" are the same payment, as "5" and "5.00" are.
 func (in SpendInput) Fingerprint() Fingerprint {
-	return Fingerprint{Amount: in.Amount.Display(), Currency: in.Currency, Destination: in.Destination,
+	dest := in.Destination
+	if h, err := policy.CanonicalHost(dest); err == nil {
+		dest = h
+	}
+	return Fingerprint{Amount: in.Amount.Display(), Currency: in.Currency, Destination: dest,
 		URL: in.URL, Method: in.Resource.Method}
 }
 

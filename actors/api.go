@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"time"
@@ -68,14 +69,30 @@ func (s *System) GetSpend(ctx context.Context, p Principal, spendID string, wait
 	if err != nil || wait <= 0 || sp.Status.Terminal() {
 		return body, err
 	}
+	// The hub may still deliver news of a change the first read already
+	// shows (it reports after durability, which can trail the reply that
+	// announced it): wake, compare, and keep waiting until the spend really
+	// differs from what the caller was given.
+	seen := body
 	t := time.NewTimer(wait)
 	defer t.Stop()
-	select {
-	case <-ch:
-	case <-t.C:
-	case <-ctx.Done():
+	for {
+		select {
+		case <-ch:
+		case <-t.C:
+			return s.readSpendBody(p, spendID)
+		case <-ctx.Done():
+			return s.readSpendBody(p, spendID)
+		}
+		body, _, err = s.readSpend(p, spendID)
+		if err != nil || !bytes.Equal(body, seen) {
+			return body, err
+		}
 	}
-	body, _, err = s.readSpend(p, spendID)
+}
+
+func (s *System) readSpendBody(p Principal, spendID string) ([]byte, error) {
+	body, _, err := s.readSpend(p, spendID)
 	return body, err
 }
 

@@ -221,6 +221,10 @@ func (s *System) ListEvents(p Principal, q ListParams) (Page, error) {
 	agentID := q.AgentID
 	if p.Kind == KindAgent {
 		agentID = p.AgentID
+	} else if agentID != "" {
+		if _, err := s.Agent(p, agentID); err != nil {
+			return Page{}, &Error{Code: CodeParameterInvalid, Param: "agent_id", Message: "agent_id names no agent of this owner and environment."}
+		}
 	}
 	pg.load = func(_, v []byte) ([]byte, time.Time, bool, error) {
 		var ev StoredEvent

@@ -99,6 +99,33 @@ type APIKey struct {
 	RevokedAt *time.Time `json:"revoked_at"`
 }
 
+// KeyView is a key as the API shows it: never the secret, never its
+// digest, never who owns it beyond the agent.
+type KeyView struct {
+	ID        string     `json:"id"`
+	Object    string     `json:"object"`
+	Kind      string     `json:"kind"`
+	AgentID   *string    `json:"agent_id"`
+	Livemode  bool       `json:"livemode"`
+	Prefix    string     `json:"prefix"`
+	Last4     string     `json:"last4"`
+	Scope     string     `json:"scope"`
+	ExpiresAt time.Time  `json:"expires_at"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+}
+
+// View is the key's public form.
+func (k APIKey) View() KeyView {
+	v := KeyView{ID: k.ID, Object: "api_key", Kind: k.Kind, Livemode: k.Livemode, Prefix: k.Prefix, Last4: k.Last4,
+		Scope: k.Scope, ExpiresAt: k.ExpiresAt, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+	if k.AgentID != "" {
+		id := k.AgentID
+		v.AgentID = &id
+	}
+	return v
+}
+
 // Event is spec 6.1.
 type Event struct {
 	ID         string    `json:"id"`

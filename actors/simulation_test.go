@@ -8,13 +8,13 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentpay/guard/actors"
+	"github.com/agentpay/guard/internal/guardtest"
 	"github.com/agentpay/guard/persistence"
 	"github.com/agentpay/guard/policy"
 	"github.com/agentpay/guard/transport/rail"
@@ -22,66 +22,6 @@ import (
 )
 
 var simSeed = flag.Uint64("sim.seed", 0, "replay the simulation with this seed")
-
-// fakeClock is a manual clock: timers fire only when the test advances it.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
-}
-
-type fakeTimer struct {
-	c    *fakeClock
-	at   time.Time
-	f    func()
-	done bool
-}
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	was := !t.done
-	t.done = true
-	return was
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) actors.Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, at: c.now.Add(d), f: f}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-// Advance moves time forward and runs every timer that came due, in order.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	var due []*fakeTimer
-	keep := c.timers[:0]
-	for _, t := range c.timers {
-		switch {
-		case t.done:
-		case !t.at.After(c.now):
-			t.done = true
-			due = append(due, t)
-		default:
-			keep = append(keep, t)
-		}
-	}
-	c.timers = keep
-	c.mu.Unlock()
-	sort.Slice(due, func(i, j int) bool { return due[i].at.Before(due[j].at) })
-	for _, t := range due {
-		t.f() // our timers only send messages or release a parked worker
-	}
-}
 
 type signer struct{ kr *receipt.Keyring }
 
@@ -94,11 +34,11 @@ type harness struct {
 	t     *testing.T
 	store *persistence.Store
 	sys   *actors.System
-	clock *fakeClock
+	clock *guardtest.FakeClock
 	path  string
 }
 
-func newHarness(t *testing.T, clock *fakeClock, pool string) *harness {
+func newHarness(t *testing.T, clock *guardtest.FakeClock, pool string) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: clock, path: filepath.Join(t.TempDir(), "journal.db")}
 	h.open(pool)
@@ -157,7 +97,7 @@ func TestSimulation(t *testing.T) {
 	t.Logf("simulation seed %d (replay with -sim.seed=%d)", seed, seed)
 	rng := mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 
-	clock := &fakeClock{now: time.Date(2026, 11, 22, 20, 0, 0, 0, time.UTC)}
+	clock := guardtest.NewFakeClock(time.Date(2026, 11, 22, 20, 0, 0, 0, time.UTC))
 	h := newHarness(t, clock, "150.00")
 	ctx := context.Background()
 	oc, err := h.sys.CreateOwner(ctx, "sim", "sim@owner.invalid", "")

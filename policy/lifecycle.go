@@ -158,7 +158,9 @@ func (s *Spend) markSandbox(o RailOutcome) {
 			s.Sandbox = &Sandbox{}
 		}
 		s.Sandbox.SimulatedVendor = true
-		s.Sandbox.Forced = o.Forced
+		if o.Forced != "" { // a later verification does not erase what forced the outcome
+			s.Sandbox.Forced = o.Forced
+		}
 	}
 }
 

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
+	"sync"
 )
 
 // decodeStrict decodes a JSON object into v, refusing what a lenient
@@ -17,7 +19,7 @@ func decodeStrict(body []byte, v any) *apiError {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return badParam(codeInvalidJSON, "", "The request body is empty; send a JSON object.")
 	}
-	if err := scanDuplicates(body); err != nil {
+	if err := scanKeys(body, reflect.TypeOf(v)); err != nil {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -62,90 +64,145 @@ func decodeError(err error) *apiError {
 	return badParam(codeInvalidJSON, "", "The request body could not be read as JSON: "+err.Error())
 }
 
-// scanDuplicates walks the JSON once with a tokenizer, rejecting duplicate
-// object keys and anything after the first value.
-func scanDuplicates(body []byte) *apiError {
+// fieldsOf maps the exact json names of a struct's fields to their types.
+// encoding/json matches names case-insensitively, which would let
+// {"amount":"1.00","AMOUNT":"2.00"} through as one field whose value is
+// the last one; the scanner below insists on the exact spelling instead.
+var fieldsCache sync.Map // reflect.Type -> map[string]reflect.Type
+
+func fieldsOf(t reflect.Type) map[string]reflect.Type {
+	if m, ok := fieldsCache.Load(t); ok {
+		return m.(map[string]reflect.Type)
+	}
+	m := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		m[name] = f.Type
+	}
+	fieldsCache.Store(t, m)
+	return m
+}
+
+var rawMessageType = reflect.TypeOf(json.RawMessage{})
+
+// structOf is the struct type a JSON object decodes into, or nil when the
+// target is not a struct we can check (a map, raw JSON, an interface).
+func structOf(t reflect.Type) reflect.Type {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t == rawMessageType || t.Kind() != reflect.Struct {
+		return nil
+	}
+	return t
+}
+
+func elemOf(t reflect.Type) reflect.Type {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) && t != rawMessageType {
+		return t.Elem()
+	}
+	return nil
+}
+
+// scanKeys walks the JSON once with a tokenizer and refuses: anything but
+// one object, duplicate keys (compared case-insensitively, as the decoder
+// would match them), and keys that are not the exact name of a field of
+// the target type. Errors name the full path of the field.
+func scanKeys(body []byte, target reflect.Type) *apiError {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	type frame struct {
-		keys   map[string]bool
-		object bool
-		path   string
-		expect bool // next token in an object is a key
-		key    string
+		object    bool
+		path      string
+		typ       reflect.Type // struct type of an object, element type of an array
+		seen      map[string]bool
+		expect    bool         // in an object: the next token is a key
+		next      reflect.Type // type of the value that follows the current key
+		valuePath string       // path of the value that follows the current key
 	}
 	var stack []*frame
-	pathOf := func() string {
-		if len(stack) == 0 {
-			return ""
+	join := func(path, key string) string {
+		if path == "" {
+			return key
 		}
-		f := stack[len(stack)-1]
-		if f.object && f.key != "" {
-			if f.path == "" {
-				return f.key
-			}
-			return f.path + "." + f.key
-		}
-		return f.path
+		return path + "." + key
 	}
-	first := true
-	for {
+	pop := func() {
+		stack = stack[:len(stack)-1]
+		if len(stack) > 0 && stack[len(stack)-1].object {
+			stack[len(stack)-1].expect = true
+		}
+	}
+	for first := true; ; first = false {
 		tok, err := dec.Token()
 		if err == io.EOF {
-			break
+			return nil
 		}
 		if err != nil {
 			return decodeError(err)
-		}
-		if len(stack) == 0 && !first {
-			return badParam(codeInvalidJSON, "", "The request body has data after the JSON object; send exactly one object.")
 		}
 		if first {
 			if d, ok := tok.(json.Delim); !ok || d != '{' {
 				return badParam(codeInvalidJSON, "", "The request body must be a JSON object.")
 			}
+			stack = append(stack, &frame{object: true, typ: structOf(target), seen: map[string]bool{}, expect: true})
+			continue
 		}
-		first = false
-		var top *frame
-		if len(stack) > 0 {
-			top = stack[len(stack)-1]
+		if len(stack) == 0 {
+			return badParam(codeInvalidJSON, "", "The request body has data after the JSON object; send exactly one object.")
 		}
-		if top != nil && top.object && top.expect {
+		top := stack[len(stack)-1]
+		if top.object && top.expect {
 			if d, ok := tok.(json.Delim); ok && d == '}' {
-				stack = stack[:len(stack)-1]
-				if len(stack) > 0 {
-					stack[len(stack)-1].expect = stack[len(stack)-1].object
-				}
+				pop()
 				continue
 			}
 			k, _ := tok.(string)
-			if top.keys[k] {
-				p := k
-				if top.path != "" {
-					p = top.path + "." + k
-				}
-				return badParam(codeInvalidJSON, p, fmt.Sprintf("%s appears twice in the same object; send each field once.", p))
+			p := join(top.path, k)
+			if top.seen[strings.ToLower(k)] {
+				return badParam(codeInvalidJSON, p, p+" appears twice in the same object (names are compared without case); send each field once.")
 			}
-			top.keys[k] = true
-			top.key = k
+			top.seen[strings.ToLower(k)] = true
+			top.next = nil
+			if top.typ != nil {
+				ft, ok := fieldsOf(top.typ)[k]
+				if !ok {
+					return badParam(codeParameterUnknown, p, p+" is not a field of this request; remove it (field names are lower case, check the spelling).")
+				}
+				top.next = ft
+			}
 			top.expect = false
+			top.valuePath = p
 			continue
+		}
+		var valueType reflect.Type
+		var path string
+		if top.object {
+			valueType, path = top.next, top.valuePath
+		} else {
+			valueType, path = top.typ, top.path
 		}
 		switch d, _ := tok.(json.Delim); d {
 		case '{':
-			stack = append(stack, &frame{keys: map[string]bool{}, object: true, path: pathOf(), expect: true})
+			stack = append(stack, &frame{object: true, path: path, typ: structOf(valueType), seen: map[string]bool{}, expect: true})
 		case '[':
-			stack = append(stack, &frame{path: pathOf()})
+			stack = append(stack, &frame{path: path, typ: elemOf(valueType)})
 		case '}', ']':
-			stack = stack[:len(stack)-1]
-			if len(stack) > 0 {
-				stack[len(stack)-1].expect = stack[len(stack)-1].object
-			}
+			pop()
 		default:
-			if top != nil && top.object {
+			if top.object {
 				top.expect = true
 			}
 		}
 	}
-	return nil
 }

@@ -24,7 +24,6 @@ const (
 	codeBodyTooLarge        = "body_too_large"
 	codeKeyKindNotAllowed   = "key_kind_not_allowed"
 	codeRouteNotFound       = "route_not_found"
-	codeMethodNotAllowed    = "method_not_allowed"
 	codeHeaderInvalid       = "header_invalid"
 	codeInvalidAPIKey       = "invalid_api_key"
 	codeRateLimited         = "rate_limited"
@@ -57,7 +56,6 @@ var errorTable = map[string]errorClass{
 	codeKeyKindNotAllowed:                    {403, "permission_error"},
 	string(actors.CodeNotFound):              {404, "not_found_error"},
 	codeRouteNotFound:                        {404, "not_found_error"},
-	codeMethodNotAllowed:                     {405, "invalid_request_error"},
 	string(actors.CodeIdempotencyConflict):   {409, "idempotency_error"},
 	string(actors.CodeIdempotencyInProgress): {409, "idempotency_error"},
 	string(actors.CodeCancelTooLate):         {409, "invalid_request_error"},

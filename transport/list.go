@@ -69,9 +69,9 @@ func listParams(c *call, extra ...string) (actors.ListParams, *apiError) {
 		bad = badParam(codeParameterInvalid, "ending_before", "Use starting_after or ending_before, not both.")
 	}
 	if bad == nil && q.AgentID != "" && c.who.Kind == actors.KindAgent && q.AgentID != c.who.AgentID {
-		// An agent key only ever sees its own agent; naming another one is
-		// answered as if it did not exist.
-		bad = &apiError{code: string(actors.CodeNotFound), param: "agent_id", message: "No agent " + q.AgentID + " exists."}
+		// An agent key only ever sees its own agent; the answer does not
+		// say whether the other agent exists.
+		bad = badParam(codeParameterInvalid, "agent_id", "An agent key lists only its own agent's objects; omit agent_id or pass your own agent's id.")
 	}
 	return q, bad
 }

@@ -3,15 +3,19 @@ package transport
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
 	"github.com/agentpay/guard/actors"
+	"github.com/agentpay/guard/transport/openapi"
 )
 
 // APIVersion is the version this server speaks (spec part 9).
@@ -38,6 +42,8 @@ type Server struct {
 	log  *slog.Logger
 	ids  *requestIDs
 	http *fasthttp.Server
+	// conns maps each open connection to its state (for Shutdown).
+	conns sync.Map
 }
 
 // NewServer builds the API with its routes.
@@ -55,13 +61,12 @@ func NewServer(cfg Config) *Server {
 	r := router.New()
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
-	r.HandleMethodNotAllowed = true
+	// The spec has no 405: a method a path does not take is a route that
+	// does not exist.
+	r.HandleMethodNotAllowed = false
 	s.routes(r)
 	r.NotFound = s.wrap(func(c *call) *apiError {
 		return badParam(codeRouteNotFound, "", "No route "+string(c.ctx.Method())+" "+string(c.ctx.Path())+" exists; see /v1/openapi.json.")
-	})
-	r.MethodNotAllowed = s.wrap(func(c *call) *apiError {
-		return badParam(codeMethodNotAllowed, "", string(c.ctx.Method())+" is not allowed on "+string(c.ctx.Path())+".")
 	})
 	s.http = &fasthttp.Server{
 		Handler:                       r.Handler,
@@ -75,6 +80,8 @@ func NewServer(cfg Config) *Server {
 		ErrorHandler:                  s.transportError,
 		ReadBufferSize:                16 << 10,
 		CloseOnShutdown:               true,
+		ConnState:                     s.trackConn,
+		Logger:                        fasthttpLogger{cfg.Logger},
 	}
 	return s
 }
@@ -82,6 +89,7 @@ func NewServer(cfg Config) *Server {
 func (s *Server) routes(r *router.Router) {
 	r.GET("/healthz", s.wrap(s.health))
 	r.GET("/.well-known/jwks.json", s.wrap(s.jwks))
+	r.GET("/v1/openapi.json", s.wrap(s.openapi))
 
 	r.POST("/v1/spends", s.wrap(s.agentOnly(s.createSpend)))
 	r.POST("/v1/spends/check", s.wrap(s.agentOnly(s.checkSpend)))
@@ -108,7 +116,56 @@ func (s *Server) routes(r *router.Router) {
 func (s *Server) Serve(ln net.Listener) error { return s.http.Serve(ln) }
 
 // Shutdown stops accepting connections and waits for in-flight requests.
-func (s *Server) Shutdown(ctx context.Context) error { return s.http.ShutdownWithContext(ctx) }
+// fasthttp closes idle keep-alive connections itself but waits for a
+// connection that never carried a request until its read timeout (it
+// counts such a connection as active), so a client that dialled a spare
+// connection would hold the stop that long. Connections that never reached
+// a handler are closed here: they have no request to finish.
+func (s *Server) Shutdown(ctx context.Context) error {
+	done := make(chan error, 1)
+	go func() { done <- s.http.ShutdownWithContext(ctx) }()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		s.closeUnused()
+		select {
+		case err := <-done:
+			return err
+		case <-tick.C:
+		}
+	}
+}
+
+// connInfo is what Shutdown needs to know of an open connection.
+type connInfo struct{ served atomic.Bool }
+
+// trackConn follows connections so Shutdown can find unused ones.
+func (s *Server) trackConn(c net.Conn, st fasthttp.ConnState) {
+	switch st {
+	case fasthttp.StateNew:
+		s.conns.Store(c, &connInfo{})
+	case fasthttp.StateClosed, fasthttp.StateHijacked:
+		s.conns.Delete(c)
+	}
+}
+
+// markServed notes that a connection carried a request.
+func (s *Server) markServed(ctx *fasthttp.RequestCtx) {
+	if v, ok := s.conns.Load(ctx.Conn()); ok {
+		if ci := v.(*connInfo); !ci.served.Load() {
+			ci.served.Store(true)
+		}
+	}
+}
+
+func (s *Server) closeUnused() {
+	s.conns.Range(func(k, v any) bool {
+		if !v.(*connInfo).served.Load() {
+			_ = k.(net.Conn).Close()
+		}
+		return true
+	})
+}
 
 // call is one request in flight.
 type call struct {
@@ -123,6 +180,7 @@ type handler func(c *call) *apiError
 // into the error body.
 func (s *Server) wrap(h handler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
+		s.markServed(ctx)
 		c := &call{ctx: ctx, reqID: s.ids.next()}
 		ctx.Response.Header.Set("Request-Id", c.reqID)
 		ctx.Response.Header.Set("Service-Version", APIVersion)
@@ -148,8 +206,9 @@ func clip(s string, n int) string {
 func (s *Server) authed(h handler) handler {
 	return func(c *call) *apiError {
 		auth := string(c.ctx.Request.Header.Peek("Authorization"))
-		secret, ok := strings.CutPrefix(auth, "Bearer ")
-		if !ok || len(secret) > 200 {
+		// The scheme is case-insensitive (RFC 9110 11.1).
+		scheme, secret, ok := strings.Cut(auth, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || len(secret) > 200 {
 			return &apiError{code: codeInvalidAPIKey, message: actors.ErrInvalidKey.Message}
 		}
 		p, err := s.sys.Authenticate(secret)
@@ -203,6 +262,13 @@ func (s *Server) health(c *call) *apiError {
 	return nil
 }
 
+func (s *Server) openapi(c *call) *apiError {
+	c.ctx.SetStatusCode(200)
+	c.ctx.SetContentType("application/json")
+	c.ctx.SetBody(openapi.Document())
+	return nil
+}
+
 func (s *Server) jwks(c *call) *apiError {
 	c.ctx.SetStatusCode(200)
 	c.ctx.SetContentType("application/json")
@@ -213,4 +279,13 @@ func (s *Server) jwks(c *call) *apiError {
 // requestContext bounds a handler's wait on the actors.
 func requestContext(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d)
+}
+
+// fasthttpLogger sends fasthttp's own messages (a client that sent a body
+// over the limit, a reset connection) to the service log at debug level:
+// they are about clients, already answered, and would flood stderr.
+type fasthttpLogger struct{ log *slog.Logger }
+
+func (l fasthttpLogger) Printf(format string, args ...any) {
+	l.log.Debug(fmt.Sprintf(format, args...), "component", "http")
 }

@@ -114,6 +114,9 @@ func validateSpend(b *spendBody, livemode bool) (actors.SpendInput, *apiError) {
 			return in, badParam(codeResourceMissingBody, "resource",
 				"resource is required for a domain destination: send {\"url\": \"https://"+canonical+"/...\", \"method\": \"GET\"}.")
 		}
+		// Not a host at all: the rules decline it; the resource shows what
+		// was asked for, with the default method.
+		in.Resource = policy.Resource{Host: strings.ToLower(dest), Path: "/", Method: "GET"}
 	} else {
 		res, u, rerr := validateResource(b.Resource, dest, canonical, herr == nil, livemode)
 		if rerr != nil {
@@ -194,7 +197,10 @@ func validateResource(r *resourceBody, dest, canonical string, destValid, livemo
 	if u.RawQuery != "" {
 		path += "?" + u.RawQuery
 	}
-	return policy.Resource{Host: host, Path: path, Method: method}, raw, nil
+	// The fingerprint's URL: scheme, canonical host and path as the vendor
+	// will see them, so a retry that spells the host differently is the
+	// same request.
+	return policy.Resource{Host: host, Path: path, Method: method}, u.Scheme + "://" + host + path, nil
 }
 
 func canonicalOr(c, d string) string {
@@ -272,10 +278,9 @@ func (s *Server) cancelSpend(c *call) *apiError {
 }
 
 type checkBody struct {
-	Destination *string       `json:"destination"`
-	Amount      *string       `json:"amount"`
-	Currency    *string       `json:"currency"`
-	Resource    *resourceBody `json:"resource"`
+	Destination *string `json:"destination"`
+	Amount      *string `json:"amount"`
+	Currency    *string `json:"currency"`
 }
 
 func (s *Server) checkSpend(c *call) *apiError {

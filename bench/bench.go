@@ -1,0 +1,164 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"runtime"
+	"runtime/pprof"
+	"runtime/trace"
+	"time"
+
+	"github.com/agentpay/guard/actors"
+	"github.com/agentpay/guard/persistence"
+)
+
+// Run sets up the agents, drives the three phases (spends, balance,
+// check) one after the other, and, in-process, measures what an idle
+// activated agent costs. It returns when the run is done or ctx ends; an
+// in-process service is always stopped and its data removed.
+func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	progress := func(format string, args ...any) {
+		fmt.Fprintf(cfg.Progress, "guard-bench: "+format+"\n", args...)
+	}
+	rep = &Report{Mode: "in-process", GoVersion: runtime.Version(), GOMAXPROCS: runtime.GOMAXPROCS(0),
+		Conns: cfg.Conns, Duration: Duration(cfg.Duration), Warmup: Duration(cfg.Warmup)}
+
+	var proc *inProcess
+	addr := ""
+	if cfg.Target == "" {
+		if proc, err = startInProcess(cfg); err != nil {
+			return nil, fmt.Errorf("starting the service: %w", err)
+		}
+		defer func() {
+			if cerr := proc.close(); cerr != nil {
+				err = errors.Join(err, fmt.Errorf("stopping the service: %w", cerr))
+			}
+		}()
+		addr = proc.addr
+		rep.Notes = append(rep.Notes, "the load generator shares this process and its cores with the service it measures")
+	} else {
+		rep.Mode, rep.Target = "target", cfg.Target
+		addr = cfg.targetAddr()
+	}
+	client := newClient(addr, cfg.Conns)
+	defer client.CloseIdleConnections()
+
+	var agents []agentCred
+	if proc != nil {
+		agents, err = setupInProcess(ctx, proc, client, cfg.Agents)
+	} else {
+		agents, err = setupTarget(client, cfg.OwnerKey, cfg.Agents)
+		if err == nil && len(agents) < cfg.Agents {
+			rep.Notes = append(rep.Notes, fmt.Sprintf(
+				"the owner could create only %d of the %d agents asked for (practice quota: %d per owner)",
+				len(agents), cfg.Agents, actors.MaxActiveAgentsPractice))
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	rep.Agents = len(agents)
+	progress("%d agents ready on %s", len(agents), addr)
+
+	run := runID()
+	phases := []struct {
+		ph  phase
+		out *PhaseReport
+	}{{spendsPhase(), &rep.Spends}, {balancePhase(), &rep.Balance}, {checkPhase(), &rep.Check}}
+	for i, p := range phases {
+		progress("%s: %s warm-up, then %s measured on %d connections", p.ph.name, cfg.Warmup, cfg.Duration, cfg.Conns)
+		profiling := p.ph.name == cfg.ProfilePhase && cfg.CPUProfile != nil
+		if profiling {
+			if err := pprof.StartCPUProfile(cfg.CPUProfile); err != nil {
+				return nil, fmt.Errorf("starting the CPU profile: %w", err)
+			}
+		}
+		tracing := p.ph.name == cfg.ProfilePhase && cfg.Trace != nil
+		if tracing {
+			if err := trace.Start(cfg.Trace); err != nil {
+				return nil, fmt.Errorf("starting the execution trace: %w", err)
+			}
+		}
+		var (
+			stats [2]persistence.Stats
+			cpu   [2]time.Duration
+			all   [2]time.Duration
+			load  string
+		)
+		mark := func(open bool) {
+			i := 1
+			if open {
+				i, load = 0, loadAverage()
+			}
+			cpu[i], all[i] = processCPU(), machineCPU()
+			if proc != nil {
+				stats[i] = proc.svc.Store().Stats()
+			}
+		}
+		*p.out = runPhase(ctx, client, cfg, run, agents, p.ph, cfg.Seed+uint64(i), mark)
+		p.out.LoadAverage = load
+		if p.out.Seconds > 0 && cpu[1] > 0 {
+			p.out.ProcessCPU = 100 * (cpu[1] - cpu[0]).Seconds() / p.out.Seconds
+		}
+		if p.out.Seconds > 0 && all[1] > 0 {
+			p.out.MachineCPU = 100 * (all[1] - all[0]).Seconds() / p.out.Seconds
+		}
+		if proc != nil && stats[1].Commits > 0 {
+			p.out.Journal = journalOf(stats[0], stats[1], p.out.Seconds)
+		}
+		if profiling {
+			pprof.StopCPUProfile()
+		}
+		if tracing {
+			trace.Stop()
+		}
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+	}
+	if len(rep.Spends.Declines) > 0 && proc == nil {
+		rep.Notes = append(rep.Notes, "declined spends are the running server's limits (pool, caps) at work; they skew the numbers")
+	}
+
+	if proc != nil && cfg.IdleAgents > 0 {
+		client.CloseIdleConnections()
+		progress("memory: activating %d idle agents (idle timeout %s)", cfg.IdleAgents, cfg.IdleTimeout)
+		m, err := measureIdleAgents(ctx, proc, cfg.IdleAgents, cfg.IdleTimeout, progress)
+		if err != nil {
+			return rep, fmt.Errorf("measuring idle agents: %w", err)
+		}
+		rep.Memory = &m
+	} else if proc == nil {
+		rep.Notes = append(rep.Notes, "memory per idle agent is measured in-process only")
+	}
+	return rep, nil
+}
+
+func journalOf(a, b persistence.Stats, secs float64) *JournalReport {
+	j := &JournalReport{Commits: b.Commits - a.Commits, Records: b.Records - a.Records,
+		Checkpoints: b.Checkpoints - a.Checkpoints, Failures: b.Failures - a.Failures, MaxBatch: b.MaxBatch}
+	if secs > 0 {
+		j.CommitsPerSecond = float64(j.Commits) / secs
+	}
+	if j.Commits > 0 {
+		j.RecordsPerCommit = float64(j.Records) / float64(j.Commits)
+	}
+	return j
+}
+
+// runID keeps the Idempotency-Keys of this run apart from any other run's
+// against the same server.
+func runID() string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return fmt.Sprint(time.Now().UnixNano())
+	}
+	return hex.EncodeToString(b[:])
+}

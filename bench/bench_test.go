@@ -1,0 +1,137 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRunInProcess runs the whole bench briefly and checks that the report
+// adds up: spends settled, no 5xx, no transport error, every phase
+// answered, the memory figures filled in.
+func TestRunInProcess(t *testing.T) {
+	var progress bytes.Buffer
+	cfg := Config{Agents: 7, Conns: 4, Duration: time.Second, Warmup: 200 * time.Millisecond,
+		IdleAgents: 20, IdleTimeout: 300 * time.Millisecond, Progress: &progress, Seed: 7}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, progress.String())
+	}
+	if rep.Agents != 7 {
+		t.Errorf("agents = %d, want 7", rep.Agents)
+	}
+	s := rep.Spends
+	if s.Statuses["settled"] == 0 || s.SettledPerSecond <= 0 {
+		t.Errorf("no spend settled: %+v", s)
+	}
+	if s.Statuses["settled"] != s.OK {
+		t.Errorf("every spend of the load should settle, got statuses %v (declines %v)", s.Statuses, s.Declines)
+	}
+	if s.Journal == nil || s.Journal.Records == 0 {
+		t.Errorf("journal report missing or empty: %+v", s.Journal)
+	}
+	for _, p := range []PhaseReport{rep.Spends, rep.Balance, rep.Check} {
+		if p.Requests == 0 || p.OK != p.Requests {
+			t.Errorf("%s: %d answered, %d ok", p.Name, p.Requests, p.OK)
+		}
+		if n := p.ServerErrors(); n > 0 {
+			t.Errorf("%s: %d server errors: %v", p.Name, n, p.Errors)
+		}
+		for k := range p.Errors {
+			if strings.HasPrefix(k, "transport") {
+				t.Errorf("%s: transport errors: %v", p.Name, p.Errors)
+			}
+		}
+		l := p.Latency
+		if !(0 < l.P50 && l.P50 <= l.P90 && l.P90 <= l.P99 && l.P99 <= l.P999 && l.P999 <= l.Max) {
+			t.Errorf("%s: latency percentiles out of order: %+v", p.Name, l)
+		}
+	}
+	m := rep.Memory
+	if m == nil {
+		t.Fatal("no memory report")
+	}
+	if m.Activated-m.Before < m.Agents || m.PerAgent <= 0 {
+		t.Errorf("memory: %d of %d agents activated, %.0f B each", m.Activated-m.Before, m.Agents, m.PerAgent)
+	}
+	if m.Remaining > m.Before {
+		t.Errorf("memory: %d idle agents still active after passivation", m.Remaining-m.Before)
+	}
+
+	var text bytes.Buffer
+	rep.WriteText(&text)
+	for _, want := range []string{"settled spends/s", "GET /v1/balance", "POST /v1/spends/check", "per agent"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text report lacks %q:\n%s", want, text.String())
+		}
+	}
+	if _, err := json.Marshal(rep); err != nil {
+		t.Errorf("report does not encode: %v", err)
+	}
+	t.Logf("\n%s", text.String())
+}
+
+// TestHistogramQuantiles compares the histogram with exact order
+// statistics of random latencies: each percentile within 1%, never below.
+func TestHistogramQuantiles(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	h := NewHistogram()
+	var vals []time.Duration
+	for range 100000 {
+		// Log-uniform from 1 µs to 10 s: every bucket scale gets values.
+		d := time.Duration(float64(time.Microsecond) * math.Pow(10, rng.Float64()*7))
+		vals = append(vals, d)
+		h.Record(d)
+	}
+	slices.Sort(vals)
+	for _, q := range []float64{0.001, 0.5, 0.9, 0.99, 0.999, 1} {
+		exact := vals[max(int(q*float64(len(vals))+0.5), 1)-1]
+		got := h.Quantile(q)
+		if got < exact || float64(got-exact) > 0.01*float64(exact) {
+			t.Errorf("q%.3f = %v, exact %v", q, got, exact)
+		}
+	}
+	if h.Max() != vals[len(vals)-1] || h.Count() != uint64(len(vals)) {
+		t.Errorf("max %v count %d, want %v %d", h.Max(), h.Count(), vals[len(vals)-1], len(vals))
+	}
+	// Bucket bounds tile the value range without gaps or overlaps.
+	for v := uint64(0); v < 1<<20; v += 1 + v/300 {
+		i := bucketOf(v)
+		if time.Duration(v) > bucketHigh(i) || (i > 0 && time.Duration(v) <= bucketHigh(i-1)) {
+			t.Fatalf("value %d in bucket %d [.., %v], previous ends %v", v, i, bucketHigh(i), bucketHigh(i-1))
+		}
+	}
+}
+
+// TestConfigValidate names the flag at fault.
+func TestConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Agents: -1}, "-agents"},
+		{Config{Conns: -2}, "-conns"},
+		{Config{Warmup: -time.Second}, "-warmup"},
+		{Config{IdleAgents: -1}, "-idle-agents"},
+		{Config{OwnerKey: "svc_test_owner_x"}, "-owner-key needs -target"},
+		{Config{Target: "127.0.0.1:8080", OwnerKey: "svc_test_owner_x"}, "-target"},
+		{Config{Target: "http://127.0.0.1:8080", OwnerKey: "svc_live_owner_x"}, "practice owner key"},
+		{Config{ProfilePhase: "nope"}, "-profile-phase"},
+	} {
+		err := tc.cfg.WithDefaults().Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want one naming %q", tc.cfg, err, tc.want)
+		}
+	}
+	if err := Defaults().WithDefaults().Validate(); err != nil {
+		t.Errorf("defaults: %v", err)
+	}
+}

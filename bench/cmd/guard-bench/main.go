@@ -1,0 +1,93 @@
+// Command guard-bench loads the payment guard over HTTP and prints spends/s,
+// latency percentiles, balance and check throughput, and the memory of an
+// idle agent. See package bench for what each number means.
+//
+//	guard-bench [-agents 200] [-conns 64] [-duration 10s] [-warmup 2s]
+//	            [-idle-agents 2000] [-idle-timeout 2s] [-json] [-cpuprofile FILE] [-trace FILE]
+//	            [-profile-phase spends|balance|check] [-seed N]
+//	guard-bench -target http://HOST:PORT -owner-key svc_test_owner_... [flags]
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/agentpay/guard/bench"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "guard-bench:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+// Run parses the flags, runs the bench and prints its report.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	d := bench.Defaults()
+	fs := flag.NewFlagSet("guard-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	agents := fs.Int("agents", d.Agents, "agents the load spreads over (five per owner)")
+	conns := fs.Int("conns", d.Conns, "concurrent connections, one request in flight each")
+	duration := fs.Duration("duration", d.Duration, "measured time of each phase")
+	warmup := fs.Duration("warmup", d.Warmup, "unmeasured load before each phase")
+	idleAgents := fs.Int("idle-agents", d.IdleAgents, "extra agents activated to measure an idle agent's memory; 0 skips (in-process only)")
+	idleTimeout := fs.Duration("idle-timeout", d.IdleTimeout, "passivation delay of the in-process service")
+	target := fs.String("target", "", "base URL of a running server (http://host:port); empty starts one in-process")
+	ownerKey := fs.String("owner-key", "", "practice owner key of the -target server")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of one phase (see -profile-phase) to this file")
+	profilePhase := fs.String("profile-phase", "spends", "phase that -cpuprofile and -trace cover: spends, balance or check")
+	traceFile := fs.String("trace", "", "write a runtime execution trace of one phase to this file")
+	seed := fs.Uint64("seed", d.Seed, "seed of the amounts and the spread over agents")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	cfg := bench.Config{Agents: *agents, Conns: *conns, Duration: *duration, Warmup: *warmup,
+		IdleAgents: *idleAgents, IdleTimeout: *idleTimeout, Target: *target, OwnerKey: *ownerKey,
+		Seed: *seed, Progress: stderr, ProfilePhase: *profilePhase}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		cfg.CPUProfile = f
+	}
+	if *traceFile != "" {
+		f, err := os.Create(*traceFile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		cfg.Trace = f
+	}
+	rep, err := bench.Run(ctx, cfg)
+	if rep != nil {
+		if *asJSON {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			if jerr := enc.Encode(rep); jerr != nil && err == nil {
+				err = jerr
+			}
+		} else {
+			rep.WriteText(stdout)
+		}
+	}
+	return err
+}

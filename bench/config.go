@@ -1,0 +1,131 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Config says what to load and for how long. WithDefaults fills zero
+// fields from Defaults, except Warmup and IdleAgents, where zero means
+// none.
+type Config struct {
+	// Agents is how many agents the load spreads over. In-process, five
+	// per bootstrapped owner (the practice quota); against a running
+	// server, as many as the owner may still create, up to this number.
+	Agents int
+	// Conns is the number of concurrent connections, one request in
+	// flight on each.
+	Conns int
+	// Duration is the measured time of each phase.
+	Duration time.Duration
+	// Warmup is unmeasured load before each phase: connections open,
+	// agents activate, buffers grow.
+	Warmup time.Duration
+	// IdleAgents is how many extra agents the memory measurement
+	// activates (in-process only); zero skips it.
+	IdleAgents int
+	// IdleTimeout is the in-process service's passivation delay. Short,
+	// so the memory measurement can watch agents passivate.
+	IdleTimeout time.Duration
+	// Target is the base URL (http://host:port) of a running server. Empty
+	// starts the service in-process on a temporary data directory.
+	Target string
+	// OwnerKey is a practice owner key of the Target server.
+	OwnerKey string
+	// CPUProfile, when set, receives a pprof CPU profile of ProfilePhase
+	// (warm-up included). In-process it covers the server and the load
+	// generator alike.
+	CPUProfile io.Writer
+	// Trace, when set, receives a runtime execution trace of ProfilePhase:
+	// where goroutines wait (go tool trace -pprof=sync|syscall|sched).
+	Trace io.Writer
+	// ProfilePhase names the phase CPUProfile and Trace cover: "spends"
+	// (the default), "balance" or "check".
+	ProfilePhase string
+	// Seed makes amounts and the spread over agents repeatable.
+	Seed uint64
+	// Progress receives one line per step; nil discards them.
+	Progress io.Writer
+}
+
+// Defaults are the settings of `make bench`.
+func Defaults() Config {
+	return Config{
+		Agents: 200, Conns: 64, Duration: 10 * time.Second, Warmup: 2 * time.Second,
+		IdleAgents: 2000, IdleTimeout: 2 * time.Second, Seed: 1,
+	}
+}
+
+// WithDefaults fills the zero fields from Defaults.
+func (c Config) WithDefaults() Config {
+	d := Defaults()
+	if c.Agents == 0 {
+		c.Agents = d.Agents
+	}
+	if c.Conns == 0 {
+		c.Conns = d.Conns
+	}
+	if c.Duration == 0 {
+		c.Duration = d.Duration
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = d.IdleTimeout
+	}
+	if c.ProfilePhase == "" {
+		c.ProfilePhase = "spends"
+	}
+	if c.Seed == 0 {
+		c.Seed = d.Seed
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+	return c
+}
+
+// Validate reports the first unusable field by its flag name.
+func (c Config) Validate() error {
+	switch {
+	case c.Agents < 1:
+		return errors.New("bench: -agents must be at least 1")
+	case c.Conns < 1:
+		return errors.New("bench: -conns must be at least 1")
+	case c.Duration <= 0:
+		return errors.New("bench: -duration must be positive")
+	case c.Warmup < 0:
+		return errors.New("bench: -warmup must not be negative")
+	case c.IdleAgents < 0:
+		return errors.New("bench: -idle-agents must not be negative")
+	case c.IdleTimeout <= 0:
+		return errors.New("bench: -idle-timeout must be positive")
+	}
+	switch c.ProfilePhase {
+	case "spends", "balance", "check":
+	default:
+		return fmt.Errorf("bench: -profile-phase %q must be spends, balance or check", c.ProfilePhase)
+	}
+	if c.Target == "" {
+		if c.OwnerKey != "" {
+			return errors.New("bench: -owner-key needs -target (in-process runs create their own owners)")
+		}
+		return nil
+	}
+	u, err := url.Parse(c.Target)
+	if err != nil || u.Scheme != "http" || u.Host == "" || (u.Path != "" && u.Path != "/") {
+		return fmt.Errorf("bench: -target %q must be http://host:port", c.Target)
+	}
+	if !strings.HasPrefix(c.OwnerKey, "svc_test_owner_") {
+		return errors.New("bench: -target needs -owner-key with a practice owner key (svc_test_owner_...); the bench never pays live money")
+	}
+	return nil
+}
+
+// targetAddr is host:port of Target.
+func (c Config) targetAddr() string {
+	u, _ := url.Parse(c.Target)
+	return u.Host
+}

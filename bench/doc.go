@@ -1,0 +1,63 @@
+// Package bench is the load generator behind `make bench` and the
+// guard-bench command: it answers "how many durable spends per second, at
+// what latency, and what does an idle agent cost?" for an operator sizing a
+// deployment, and for a developer checking that a change did not make the
+// money path slower.
+//
+// # What a run does
+//
+// Run starts the service in-process through cmd/wire, exactly as `guard
+// serve` does (a fresh temporary data directory, the journal fsynced before
+// every answer: the numbers are those of a durable service), or, with
+// Config.Target, drives a server that is already running. It then:
+//
+//  1. Creates the agents of the load over the HTTP API (POST /v1/agents and
+//     POST /v1/agents/{id}/keys). In-process, it first bootstraps one
+//     practice owner per five agents through System().CreateOwner, each with
+//     a pool large enough never to run dry; against a target it uses the
+//     given owner key and as many agents as that owner may still create
+//     (five practice agents per owner at most). Every agent's rules trust
+//     api.vendor.com and have limits the load never reaches, so every spend
+//     takes the full path: rules, hold, journal, simulated vendor, receipt,
+//     journal again.
+//  2. Runs three phases, one after the other, each Warmup unmeasured then
+//     Duration measured, from Conns connections with one request in flight
+//     on each (fasthttp HostClient, keep-alive, loopback):
+//     POST /v1/spends with a unique Idempotency-Key, an amount from 0.01 to
+//     0.99 and a resource no earlier spend bought, spread uniformly over the
+//     agents; GET /v1/balance; POST /v1/spends/check.
+//  3. In-process only, measures an idle agent: it creates IdleAgents more
+//     agents through the System API, waits for every actor to passivate,
+//     reads HeapAlloc (after two forced collections), activates each new
+//     agent with one Balance call, reads HeapAlloc again, and divides the
+//     difference by IdleAgents. It then waits for them to passivate
+//     (IdleTimeout, short on purpose) and reads the heap a third time, which
+//     should be back near the baseline.
+//
+// # What the numbers mean
+//
+// A request counts when it started and was answered inside the measured
+// window. Settled spends/s counts answers whose spend status is "settled";
+// anything else is tallied by status (and declined ones by reason), and
+// non-2xx answers by HTTP status and error code. Latency is measured at
+// the client, from just before the request is written to when its answer
+// has been read, and kept in a log-linear histogram whose buckets are under
+// 1% wide (the layout of an HDR histogram): the reported percentiles are
+// upper bounds of their bucket, the maximum is exact.
+//
+// In-process, the report also shows what the journal did during the spends
+// window (group commits per second, records per commit) and the CPU the
+// process used, in percent of one core: together they tell whether a run
+// was bound by the disk, by the CPU, or by neither (waiting somewhere).
+// The load average as each window opened is printed too: other work on
+// the machine skews every number.
+//
+// # Caveats
+//
+// In-process, the load generator and the service share one process and its
+// cores; on a small machine the generator's own CPU is a noticeable part of
+// the total. Against a target, spends pay practice money from the owner's
+// pool, which a long run can exhaust: declines then show in the report.
+// Config.CPUProfile and Config.Trace capture one phase (ProfilePhase) for
+// `go tool pprof` and `go tool trace`.
+package bench

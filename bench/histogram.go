@@ -1,0 +1,131 @@
+package bench
+
+import (
+	"math/bits"
+	"time"
+)
+
+// Histogram records latencies in log-linear buckets, the layout of an HDR
+// histogram: every power of two is split into subBuckets equal slices, so a
+// recorded value is known to within 1/subBuckets (under 1%) whatever its
+// magnitude, in a fixed few tens of KiB. One histogram belongs to one
+// goroutine; Merge combines them afterwards. The zero value is not usable;
+// call NewHistogram.
+type Histogram struct {
+	counts []uint64
+	total  uint64
+	sum    time.Duration
+	min    time.Duration
+	max    time.Duration
+}
+
+const (
+	subBits    = 7
+	subBuckets = 1 << subBits
+	// 40 doublings above 2*subBuckets ns reach about 4.7 hours; anything
+	// longer is clamped into the last bucket (and still counts as the max).
+	histBuckets = (40 + 2) * subBuckets
+)
+
+// NewHistogram returns an empty histogram.
+func NewHistogram() *Histogram {
+	return &Histogram{counts: make([]uint64, histBuckets)}
+}
+
+// bucketOf maps a value in nanoseconds to its bucket. Values below
+// 2*subBuckets each have their own bucket; above, a value v with
+// shift = bitlen(v) - subBits - 1 lands in shift*subBuckets + v>>shift,
+// which continues the index range without gaps.
+func bucketOf(v uint64) int {
+	if v < 2*subBuckets {
+		return int(v)
+	}
+	shift := bits.Len64(v) - subBits - 1
+	i := shift*subBuckets + int(v>>shift)
+	if i >= histBuckets {
+		i = histBuckets - 1
+	}
+	return i
+}
+
+// bucketHigh is the largest value that maps to bucket i: percentiles
+// report it, so they never understate a latency.
+func bucketHigh(i int) time.Duration {
+	if i < 2*subBuckets {
+		return time.Duration(i)
+	}
+	shift := i/subBuckets - 1
+	mant := uint64(i - shift*subBuckets)
+	return time.Duration((mant+1)<<shift - 1)
+}
+
+// Record adds one latency.
+func (h *Histogram) Record(d time.Duration) {
+	if d < 0 {
+		d = 0
+	}
+	h.counts[bucketOf(uint64(d))]++
+	if h.total == 0 || d < h.min {
+		h.min = d
+	}
+	if d > h.max {
+		h.max = d
+	}
+	h.total++
+	h.sum += d
+}
+
+// Merge adds every value recorded in o.
+func (h *Histogram) Merge(o *Histogram) {
+	if o.total == 0 {
+		return
+	}
+	for i, c := range o.counts {
+		h.counts[i] += c
+	}
+	if h.total == 0 || o.min < h.min {
+		h.min = o.min
+	}
+	if o.max > h.max {
+		h.max = o.max
+	}
+	h.total += o.total
+	h.sum += o.sum
+}
+
+// Count is the number of recorded values.
+func (h *Histogram) Count() uint64 { return h.total }
+
+// Max is the largest recorded value, exactly.
+func (h *Histogram) Max() time.Duration { return h.max }
+
+// Mean is the average of the recorded values.
+func (h *Histogram) Mean() time.Duration {
+	if h.total == 0 {
+		return 0
+	}
+	return h.sum / time.Duration(h.total)
+}
+
+// Quantile is the smallest bucket bound below which at least q of the
+// values lie (q in [0, 1]), capped at the exact maximum.
+func (h *Histogram) Quantile(q float64) time.Duration {
+	if h.total == 0 {
+		return 0
+	}
+	rank := uint64(q*float64(h.total) + 0.5)
+	if rank < 1 {
+		rank = 1
+	}
+	if rank > h.total {
+		rank = h.total
+	}
+	var seen uint64
+	for i, c := range h.counts {
+		seen += c
+		if seen >= rank {
+			return min(bucketHigh(i), h.max)
+		}
+	}
+	return h.max
+}

@@ -1,0 +1,284 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// phase is one kind of request the workers send in a loop.
+type phase struct {
+	name string
+	// prepare sets what every request of the phase shares.
+	prepare func(req *fasthttp.Request, addr string)
+	// next fills in what changes from one request to the next.
+	next func(w *worker, req *fasthttp.Request)
+	// spends classifies 2xx answers by the spend status in their body.
+	spends bool
+}
+
+// worker is one connection's request loop and its private tallies, merged
+// when the phase ends so that no counter is shared on the hot path.
+type worker struct {
+	id       int
+	run      string
+	rng      *rand.Rand
+	agents   []agentCred
+	n        uint64
+	body     []byte
+	key      []byte
+	hist     *Histogram
+	answered int64
+	ok       int64
+	statuses map[string]int64
+	declines map[string]int64
+	errs     map[string]int64
+}
+
+func newWorker(id int, run string, seed uint64, agents []agentCred) *worker {
+	return &worker{id: id, run: run, rng: rand.New(rand.NewPCG(seed, uint64(id))), agents: agents,
+		hist: NewHistogram(), statuses: map[string]int64{}, declines: map[string]int64{}, errs: map[string]int64{}}
+}
+
+// agent picks the agent of the next request, uniformly.
+func (w *worker) agent() agentCred { return w.agents[w.rng.IntN(len(w.agents))] }
+
+// appendAmount appends a random amount from 0.01 to 0.99.
+func (w *worker) appendAmount(b []byte) []byte {
+	cents := 1 + w.rng.IntN(99)
+	b = append(b, '0', '.', byte('0'+cents/10), byte('0'+cents%10))
+	return b
+}
+
+// spendsPhase pays a small random amount to the trusted vendor with a
+// unique Idempotency-Key, for a resource no earlier request bought.
+func spendsPhase() phase {
+	return phase{
+		name: "spends",
+		prepare: func(req *fasthttp.Request, addr string) {
+			req.Header.SetMethod("POST")
+			req.SetRequestURI("http://" + addr + "/v1/spends")
+			req.Header.SetContentType("application/json")
+		},
+		next: func(w *worker, req *fasthttp.Request) {
+			w.n++
+			ag := w.agent()
+			req.Header.Set("Authorization", "Bearer "+ag.Key)
+			w.key = append(w.key[:0], w.run...)
+			w.key = append(w.key, '-')
+			w.key = strconv.AppendInt(w.key, int64(w.id), 10)
+			w.key = append(w.key, '-')
+			w.key = strconv.AppendUint(w.key, w.n, 10)
+			req.Header.SetBytesV("Idempotency-Key", w.key)
+			b := append(w.body[:0], `{"amount":"`...)
+			b = w.appendAmount(b)
+			b = append(b, `","destination":"`+Destination+`","resource":{"url":"https://`+Destination+`/reports/`...)
+			b = append(b, w.key...)
+			b = append(b, `"}}`...)
+			w.body = b
+			req.SetBodyRaw(b)
+		},
+		spends: true,
+	}
+}
+
+// balancePhase reads an agent's balance.
+func balancePhase() phase {
+	return phase{
+		name: "balance",
+		prepare: func(req *fasthttp.Request, addr string) {
+			req.Header.SetMethod("GET")
+			req.SetRequestURI("http://" + addr + "/v1/balance")
+		},
+		next: func(w *worker, req *fasthttp.Request) {
+			req.Header.Set("Authorization", "Bearer "+w.agent().Key)
+		},
+	}
+}
+
+// checkPhase asks whether a small payment would pass; it reserves nothing.
+func checkPhase() phase {
+	return phase{
+		name: "check",
+		prepare: func(req *fasthttp.Request, addr string) {
+			req.Header.SetMethod("POST")
+			req.SetRequestURI("http://" + addr + "/v1/spends/check")
+			req.Header.SetContentType("application/json")
+		},
+		next: func(w *worker, req *fasthttp.Request) {
+			req.Header.Set("Authorization", "Bearer "+w.agent().Key)
+			b := append(w.body[:0], `{"destination":"`+Destination+`","amount":"`...)
+			b = w.appendAmount(b)
+			b = append(b, `"}`...)
+			w.body = b
+			req.SetBodyRaw(b)
+		},
+	}
+}
+
+// runPhase drives the phase from cfg.Conns workers: Warmup unmeasured,
+// then Duration measured. A request counts when it started and was
+// answered inside the measured window. mark, when set, is called as the
+// window opens (true) and closes (false).
+func runPhase(ctx context.Context, c *fasthttp.HostClient, cfg Config, run string, agents []agentCred, ph phase, seed uint64, mark func(open bool)) PhaseReport {
+	start := time.Now().Add(cfg.Warmup)
+	end := start.Add(cfg.Duration)
+	workers := make([]*worker, cfg.Conns)
+	var wg sync.WaitGroup
+	if mark != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, at := range []time.Time{start, end} {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Until(at)):
+				}
+				mark(at == start)
+			}
+		}()
+	}
+	for i := range workers {
+		w := newWorker(i, run, seed, agents)
+		workers[i] = w
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.loop(ctx, c, ph, start, end)
+		}()
+	}
+	wg.Wait()
+	total := &worker{hist: NewHistogram(), statuses: map[string]int64{}, declines: map[string]int64{}, errs: map[string]int64{}}
+	for _, w := range workers {
+		total.hist.Merge(w.hist)
+		total.answered += w.answered
+		total.ok += w.ok
+		for k, v := range w.statuses {
+			total.statuses[k] += v
+		}
+		for k, v := range w.declines {
+			total.declines[k] += v
+		}
+		for k, v := range w.errs {
+			total.errs[k] += v
+		}
+	}
+	secs := cfg.Duration.Seconds()
+	if now := time.Now(); now.Before(end) { // cancelled early
+		secs = max(now.Sub(start).Seconds(), 0)
+	}
+	r := PhaseReport{Name: ph.name, Seconds: secs, Requests: total.answered, OK: total.ok,
+		Errors: total.errs, Latency: latencyOf(total.hist)}
+	if secs > 0 {
+		r.PerSecond = float64(total.answered) / secs
+	}
+	if ph.spends {
+		r.Statuses, r.Declines = total.statuses, total.declines
+		if secs > 0 {
+			r.SettledPerSecond = float64(total.statuses["settled"]) / secs
+		}
+	}
+	return r
+}
+
+func (w *worker) loop(ctx context.Context, c *fasthttp.HostClient, ph phase, start, end time.Time) {
+	req := fasthttp.AcquireRequest()
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	ph.prepare(req, c.Addr)
+	for ctx.Err() == nil {
+		ph.next(w, req)
+		t0 := time.Now()
+		if !t0.Before(end) {
+			return
+		}
+		err := c.DoTimeout(req, resp, 30*time.Second)
+		t1 := time.Now()
+		counted := !t0.Before(start) && !t1.After(end)
+		if err != nil {
+			if counted {
+				w.errs[transportKind(err)]++
+			}
+			// A refused or dropped connection fails at once; do not spin.
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if !counted {
+			continue
+		}
+		w.answered++
+		w.hist.Record(t1.Sub(t0))
+		sc := resp.StatusCode()
+		body := resp.Body()
+		if sc < 200 || sc > 299 {
+			w.errs[strconv.Itoa(sc)+" "+jsonField(body, "code")]++
+			continue
+		}
+		w.ok++
+		if ph.spends {
+			st := jsonField(body, "status")
+			w.statuses[st]++
+			if st == "declined" {
+				w.declines[jsonField(body, "decline_reason")]++
+			}
+		}
+	}
+}
+
+// jsonField returns the first string value of "name" in a JSON body. For a
+// spend, the first "status" is the spend's own: it precedes the nested
+// objects (approval, settlement) that carry a status of their own. This
+// costs a scan instead of a decode, which matters when the load generator
+// shares the cores with the server it measures.
+func jsonField(body []byte, name string) string {
+	pat := make([]byte, 0, len(name)+4)
+	pat = append(pat, '"')
+	pat = append(pat, name...)
+	pat = append(pat, '"', ':', '"')
+	i := bytes.Index(body, pat)
+	if i < 0 {
+		return "?"
+	}
+	rest := body[i+len(pat):]
+	j := bytes.IndexByte(rest, '"')
+	if j < 0 {
+		return "?"
+	}
+	return string(rest[:j])
+}
+
+// transportKind names a client-side failure without the addresses that
+// would make every occurrence distinct.
+func transportKind(err error) string {
+	switch {
+	case errors.Is(err, fasthttp.ErrTimeout):
+		return "transport: timeout"
+	case errors.Is(err, fasthttp.ErrNoFreeConns):
+		return "transport: no free connections"
+	case errors.Is(err, fasthttp.ErrConnectionClosed):
+		return "transport: connection closed"
+	}
+	var ne interface{ Timeout() bool }
+	if errors.As(err, &ne) && ne.Timeout() {
+		return "transport: timeout"
+	}
+	return "transport: " + trimAddr(err.Error())
+}
+
+// trimAddr keeps the text of an error before its first address.
+func trimAddr(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= '0' && s[i] <= '9' || s[i] == '[' {
+			return s[:i] + "..."
+		}
+	}
+	return s
+}

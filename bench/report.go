@@ -1,0 +1,198 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Report is the outcome of a run; its JSON form is the -json output.
+type Report struct {
+	Mode       string        `json:"mode"` // "in-process" or "target"
+	Target     string        `json:"target"`
+	GoVersion  string        `json:"go_version"`
+	GOMAXPROCS int           `json:"gomaxprocs"`
+	Agents     int           `json:"agents"`
+	Conns      int           `json:"conns"`
+	Duration   Duration      `json:"duration"`
+	Warmup     Duration      `json:"warmup"`
+	Spends     PhaseReport   `json:"spends"`
+	Balance    PhaseReport   `json:"balance"`
+	Check      PhaseReport   `json:"check"`
+	Memory     *MemoryReport `json:"memory,omitempty"`
+	// Notes say what the run could not measure, or what skews it.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Duration marshals as a Go duration string ("10s").
+type Duration time.Duration
+
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// PhaseReport is one phase: a kind of request sent for the measured time.
+type PhaseReport struct {
+	Name    string  `json:"name"`
+	Seconds float64 `json:"seconds"`
+	// Requests were answered (any HTTP status) inside the window;
+	// PerSecond is Requests / Seconds; OK counts the 2xx answers.
+	Requests  int64   `json:"requests"`
+	PerSecond float64 `json:"per_second"`
+	OK        int64   `json:"ok"`
+	// Statuses counts 2xx spend answers by the spend's status, and
+	// Declines the declined ones by reason (spends phase only).
+	Statuses         map[string]int64 `json:"statuses,omitempty"`
+	Declines         map[string]int64 `json:"decline_reasons,omitempty"`
+	SettledPerSecond float64          `json:"settled_per_second,omitempty"`
+	// Errors counts non-2xx answers by "HTTP status + error code" and
+	// failed requests by "transport: kind".
+	Errors  map[string]int64 `json:"errors,omitempty"`
+	Latency LatencyReport    `json:"latency"`
+	// ProcessCPU is the CPU this process used in the window, in percent
+	// of one core (in-process: the service and the load generator; against
+	// a target: the load generator alone). 0 when not measured.
+	ProcessCPU float64 `json:"process_cpu_percent"`
+	// MachineCPU is the CPU all processes of the machine used in the
+	// window, in percent of one core (Linux only; 0 elsewhere). Well above
+	// ProcessCPU means other work competed for the cores.
+	MachineCPU float64 `json:"machine_cpu_percent"`
+	// LoadAverage is the machine's 1-minute load average as the window
+	// opened: other work on the machine skews every number.
+	LoadAverage string `json:"load_average,omitempty"`
+	// Journal is the store's work during the window (in-process only).
+	Journal *JournalReport `json:"journal,omitempty"`
+}
+
+// JournalReport is what the journal did during a measured window.
+type JournalReport struct {
+	// Commits are group commits (each one bbolt transaction, fsynced);
+	// Records the records they made durable.
+	Commits          uint64  `json:"commits"`
+	Records          uint64  `json:"records"`
+	CommitsPerSecond float64 `json:"commits_per_second"`
+	RecordsPerCommit float64 `json:"records_per_commit"`
+	Checkpoints      uint64  `json:"checkpoints"`
+	Failures         uint64  `json:"failures"`
+	// MaxBatch is the largest group commit since the service started.
+	MaxBatch int `json:"max_batch"`
+}
+
+// LatencyReport is the distribution of answered requests' latencies, in
+// milliseconds. Percentiles are upper bounds of <1%-wide buckets.
+type LatencyReport struct {
+	Mean float64 `json:"mean_ms"`
+	P50  float64 `json:"p50_ms"`
+	P90  float64 `json:"p90_ms"`
+	P99  float64 `json:"p99_ms"`
+	P999 float64 `json:"p999_ms"`
+	Max  float64 `json:"max_ms"`
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func latencyOf(h *Histogram) LatencyReport {
+	return LatencyReport{Mean: ms(h.Mean()), P50: ms(h.Quantile(0.50)), P90: ms(h.Quantile(0.90)),
+		P99: ms(h.Quantile(0.99)), P999: ms(h.Quantile(0.999)), Max: ms(h.Max())}
+}
+
+// ServerErrors counts the 5xx answers.
+func (p PhaseReport) ServerErrors() int64 {
+	var n int64
+	for k, v := range p.Errors {
+		if strings.HasPrefix(k, "5") {
+			n += v
+		}
+	}
+	return n
+}
+
+// WriteText prints the report for a person.
+func (r *Report) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "guard-bench: %s", r.Mode)
+	if r.Target != "" {
+		fmt.Fprintf(w, " %s", r.Target)
+	}
+	fmt.Fprintf(w, ", %s, GOMAXPROCS %d, %d agents, %d connections, %s measured per phase after %s warm-up\n\n",
+		r.GoVersion, r.GOMAXPROCS, r.Agents, r.Conns, time.Duration(r.Duration), time.Duration(r.Warmup))
+
+	s := r.Spends
+	fmt.Fprintf(w, "POST /v1/spends\n")
+	fmt.Fprintf(w, "  settled spends/s  %10.0f\n", s.SettledPerSecond)
+	fmt.Fprintf(w, "  answered/s        %10.0f   (%d in %.1f s)\n", s.PerSecond, s.Requests, s.Seconds)
+	writeLatency(w, s.Latency)
+	writeCPU(w, s)
+	fmt.Fprintf(w, "  by status        %s\n", counts(s.Statuses))
+	if len(s.Declines) > 0 {
+		fmt.Fprintf(w, "  declined because %s\n", counts(s.Declines))
+	}
+	fmt.Fprintf(w, "  errors           %s\n", counts(s.Errors))
+	if j := s.Journal; j != nil {
+		fmt.Fprintf(w, "  journal           %d group commits (%.0f/s, %.1f records each, largest %d), %d checkpoint steps, %d failures\n",
+			j.Commits, j.CommitsPerSecond, j.RecordsPerCommit, j.MaxBatch, j.Checkpoints, j.Failures)
+	}
+	fmt.Fprintln(w)
+
+	for _, p := range []struct {
+		title string
+		r     PhaseReport
+	}{{"GET /v1/balance", r.Balance}, {"POST /v1/spends/check", r.Check}} {
+		fmt.Fprintf(w, "%s\n", p.title)
+		fmt.Fprintf(w, "  requests/s        %10.0f   (%d in %.1f s, %d ok)\n", p.r.PerSecond, p.r.Requests, p.r.Seconds, p.r.OK)
+		writeLatency(w, p.r.Latency)
+		writeCPU(w, p.r)
+		fmt.Fprintf(w, "  errors           %s\n\n", counts(p.r.Errors))
+	}
+
+	if m := r.Memory; m != nil {
+		fmt.Fprintf(w, "Idle activated agent (%d agents activated with one balance call each)\n", m.Agents)
+		fmt.Fprintf(w, "  per agent         %10.0f B   (%.2f KiB)\n", m.PerAgent, m.PerAgent/1024)
+		fmt.Fprintf(w, "  heap: baseline %s, activated %s (%d live actors), passivated %s after %.1f s (%d live)\n",
+			mib(m.BaselineHeap), mib(m.ActiveHeap), m.Activated, mib(m.PassivatedHeap), m.PassivationSeconds, m.Remaining)
+		fmt.Fprintf(w, "  left after passivation %+.1f KiB\n", float64(m.ResidueBytes)/1024)
+		if m.Before > 0 {
+			fmt.Fprintf(w, "  %d agents of the load were still active long after their idle timeout\n", m.Before)
+		}
+		fmt.Fprintln(w)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+}
+
+func writeCPU(w io.Writer, p PhaseReport) {
+	if p.ProcessCPU > 0 || p.LoadAverage != "" {
+		fmt.Fprintf(w, "  CPU               %10.0f %%  of one core by this process, %.0f %% by the whole machine (%d cores; load average %s as the window opened)\n",
+			p.ProcessCPU, p.MachineCPU, runtime.NumCPU(), p.LoadAverage)
+	}
+}
+
+func writeLatency(w io.Writer, l LatencyReport) {
+	fmt.Fprintf(w, "  latency ms        p50 %.2f  p90 %.2f  p99 %.2f  p99.9 %.2f  max %.2f  (mean %.2f)\n",
+		l.P50, l.P90, l.P99, l.P999, l.Max, l.Mean)
+}
+
+func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// counts prints a tally largest first, or "none".
+func counts(m map[string]int64) string {
+	if len(m) == 0 {
+		return " none"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if m[keys[i]] != m[keys[j]] {
+			return m[keys[i]] > m[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, " %s=%d", k, m[k])
+	}
+	return b.String()
+}

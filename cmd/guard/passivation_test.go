@@ -1,0 +1,93 @@
+package main_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/agentpay/guard/actors"
+	"github.com/agentpay/guard/cmd/wire"
+	"github.com/agentpay/guard/policy"
+)
+
+// TestAgentPassivatesAfterUnknownOutcome: an agent whose idle timeout
+// fires while a payment is still being verified must passivate once the
+// verification is over. The receive timeout of the actor library fires
+// once and then stays off, so an actor that declines to passivate at that
+// moment has to arm it again, or it stays in memory for good.
+func TestAgentPassivatesAfterUnknownOutcome(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	cfg := wire.Defaults()
+	cfg.Data = t.TempDir()
+	cfg.IdleTimeout = idle
+	svc, err := wire.Open(cfg, wire.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Shutdown(context.Background()) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sys := svc.System()
+
+	oc, err := sys.CreateOwner(ctx, "Owner", "owner@passivation.invalid", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := sys.Authenticate(oc.Keys[actors.EnvTest])
+	if err != nil {
+		t.Fatal(err)
+	}
+	trusted := []string{"api.vendor.com"}
+	perSpend, daily, monthly := "100.00", "500.00", "5000.00"
+	ag, _, err := sys.CreateAgent(ctx, owner, "agent", &policy.RulesInput{TrustedDestinations: &trusted,
+		PerSpendLimit: &perSpend, ApprovalOver: &perSpend, DailyCap: &daily, MonthlyCap: &monthly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := sys.CreateAgentKey(ctx, owner, ag.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, err := sys.Authenticate(key.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// 98.00 is the practice amount whose outcome is unknown at first; the
+	// service verifies it a couple of seconds later and it settles.
+	r, err := sys.CreateSpend(ctx, agent, actors.SpendInput{Amount: policy.MustAmount("98.00"), Currency: "usdc",
+		Destination: "api.vendor.com", URL: "https://api.vendor.com/report",
+		Resource:       policy.Resource{Host: "api.vendor.com", Path: "/report", Method: "GET"},
+		IdempotencyKey: "passivation-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != policy.StatusProcessing {
+		t.Fatalf("spend is %s, want processing", r.Status)
+	}
+	id := spendID(t, r.Body)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		body, err := sys.GetSpend(ctx, agent, id, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := spendStatus(t, body); st == policy.StatusSettled {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("spend still %s after 30 s", st)
+		}
+	}
+
+	// Nothing is left to do: the agent must passivate within a few idle
+	// timeouts.
+	deadline := time.Now().Add(10 * idle)
+	for sys.ActiveAgents() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d agent actors still active %s after the spend settled (idle timeout %s)",
+				sys.ActiveAgents(), 10*idle, idle)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,139 @@
+package guardtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentpay/guard/actors"
+)
+
+// Response is one HTTP answer.
+type Response struct {
+	Status int
+	Header http.Header
+	// Raw is the body as received.
+	Raw []byte
+	// Body is Raw decoded, when it is a JSON object; nil otherwise.
+	Body map[string]any
+}
+
+// Do sends one request and reads the whole answer, failing the test when
+// no answer comes. key, when not empty, is sent as "Authorization: Bearer
+// <key>". body is sent as is when it is a []byte or a string, JSON-encoded
+// otherwise, and omitted when nil. A body goes with "Content-Type:
+// application/json" unless headers name a Content-Type; an empty header
+// value means "do not send this header".
+func (s *Server) Do(t testing.TB, method, path, key string, headers map[string]string, body any) Response {
+	t.Helper()
+	r, err := s.Send(method, path, key, headers, body)
+	if err != nil {
+		t.Fatalf("guardtest: %v", err)
+	}
+	return r
+}
+
+// Send is Do for goroutines other than the test's: it returns the error
+// instead of failing the test.
+func (s *Server) Send(method, path, key string, headers map[string]string, body any) (Response, error) {
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		rd = bytes.NewReader(b)
+	case string:
+		rd = bytes.NewReader([]byte(b))
+	default:
+		enc, err := json.Marshal(b)
+		if err != nil {
+			return Response{}, fmt.Errorf("encoding the body of %s %s: %w", method, path, err)
+		}
+		rd = bytes.NewReader(enc)
+	}
+	req, err := http.NewRequest(method, s.URL+path, rd)
+	if err != nil {
+		return Response{}, fmt.Errorf("building %s %s: %w", method, path, err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range headers {
+		if v == "" {
+			req.Header.Del(k)
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return Response{}, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return Response{}, fmt.Errorf("reading the answer to %s %s: %w", method, path, err)
+	}
+	r := Response{Status: resp.StatusCode, Header: resp.Header, Raw: raw}
+	var obj map[string]any
+	if json.Unmarshal(raw, &obj) == nil {
+		r.Body = obj
+	}
+	return r, nil
+}
+
+// Owner is an owner and its two owner keys.
+type Owner struct {
+	ID string
+	// TestKey is the practice owner key, LiveKey the live one.
+	TestKey string
+	LiveKey string
+}
+
+var owners atomic.Uint64
+
+// NewOwner creates an owner (there is no HTTP endpoint for it) with a
+// funded practice environment and an empty live one.
+func (s *Server) NewOwner(t testing.TB) Owner {
+	t.Helper()
+	n := owners.Add(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	oc, err := s.System().CreateOwner(ctx, fmt.Sprintf("Owner %d", n), fmt.Sprintf("owner%d@guardtest.invalid", n), "")
+	if err != nil {
+		t.Fatalf("guardtest: creating an owner: %v", err)
+	}
+	return Owner{ID: oc.Owner.ID, TestKey: oc.Keys[actors.EnvTest], LiveKey: oc.Keys[actors.EnvLive]}
+}
+
+var agents atomic.Uint64
+
+// NewAgent creates an agent with the owner key (practice or live) and one
+// key for it, through the owner endpoints. policyJSON is the agent's policy
+// body, or "" for the default rules.
+func (s *Server) NewAgent(t testing.TB, ownerKey, policyJSON string) (agentID, agentKey string) {
+	t.Helper()
+	body := fmt.Sprintf(`{"name":"agent %d"}`, agents.Add(1))
+	if policyJSON != "" {
+		body = body[:len(body)-1] + `,"policy":` + policyJSON + `}`
+	}
+	r := s.Do(t, http.MethodPost, "/v1/agents", ownerKey, nil, body)
+	id, _ := r.Body["id"].(string)
+	if r.Status != http.StatusCreated || id == "" {
+		t.Fatalf("guardtest: POST /v1/agents answered %d: %s", r.Status, r.Raw)
+	}
+	r = s.Do(t, http.MethodPost, "/v1/agents/"+id+"/keys", ownerKey, nil, nil)
+	secret, _ := r.Body["secret"].(string)
+	if r.Status != http.StatusCreated || secret == "" {
+		t.Fatalf("guardtest: POST /v1/agents/%s/keys answered %d: %s", id, r.Status, r.Raw)
+	}
+	return id, secret
+}

@@ -1,0 +1,157 @@
+package guardtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/pprof"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentpay/guard/actors"
+	"github.com/agentpay/guard/cmd/wire"
+)
+
+// Server is a running service and a client for it.
+type Server struct {
+	// URL is the base address, like "http://127.0.0.1:41234".
+	URL string
+	// Clock is the fake clock given with WithClock, or nil on the wall clock.
+	Clock *FakeClock
+
+	svc    *wire.Service
+	client *http.Client
+}
+
+// Option adjusts how Start builds the service.
+type Option func(*options)
+
+type options struct {
+	clock   *FakeClock
+	configs []func(*wire.Config)
+}
+
+// WithClock runs the service on c instead of the wall clock.
+func WithClock(c *FakeClock) Option { return func(o *options) { o.clock = c } }
+
+// WithConfig lets f change the configuration after the defaults and the
+// temporary data directory are set.
+func WithConfig(f func(*wire.Config)) Option {
+	return func(o *options) { o.configs = append(o.configs, f) }
+}
+
+// readyTimeout bounds the wait for the first 200 from /healthz.
+const readyTimeout = 10 * time.Second
+
+// Start runs the service for the rest of the test; see the package doc.
+func Start(t testing.TB, opts ...Option) *Server {
+	t.Helper()
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	cfg := wire.Defaults()
+	cfg.Data = t.TempDir()
+	cfg.Addr = "127.0.0.1:0"
+	for _, f := range o.configs {
+		f(&cfg)
+	}
+	logs := &syncBuffer{}
+	wopts := wire.Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	if o.clock != nil {
+		wopts.Clock = o.clock
+	}
+	svc, err := wire.Open(cfg, wopts)
+	if err != nil {
+		t.Fatalf("guardtest: opening the service: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		_ = svc.Shutdown(context.Background())
+		t.Fatalf("guardtest: listening: %v", err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- svc.Serve(ln) }()
+
+	s := &Server{URL: "http://" + ln.Addr().String(), Clock: o.clock, svc: svc,
+		client: &http.Client{Transport: &http.Transport{}, Timeout: 60 * time.Second}}
+	t.Cleanup(func() {
+		// The client leaves first, as clients do: a pooled connection that
+		// never carried a request would otherwise hold the server's
+		// graceful stop until its read timeout.
+		s.client.CloseIdleConnections()
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		if err := svc.Shutdown(ctx); err != nil {
+			var stacks bytes.Buffer
+			_ = pprof.Lookup("goroutine").WriteTo(&stacks, 1)
+			t.Errorf("guardtest: shutdown: %v; goroutines:\n%s", err, stacks.String())
+		}
+		select {
+		case err := <-served:
+			if err != nil && !errors.Is(err, net.ErrClosed) {
+				t.Errorf("guardtest: Serve returned %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("guardtest: Serve did not return after Shutdown")
+		}
+		if t.Failed() {
+			t.Logf("service log:\n%s", logs.String())
+		}
+	})
+	s.waitReady(t)
+	return s
+}
+
+// waitReady polls /healthz until it answers 200. The listener is open
+// before Serve starts, so the first request normally succeeds; the loop
+// covers a service that answers something else while it starts.
+func (s *Server) waitReady(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		resp, err := s.client.Get(s.URL + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("guardtest: /healthz did not answer 200 within %v (last error %v)", readyTimeout, err)
+		}
+		retry := time.NewTimer(10 * time.Millisecond)
+		<-retry.C
+	}
+}
+
+// Service is the assembled service.
+func (s *Server) Service() *wire.Service { return s.svc }
+
+// System is the actor system, for what has no HTTP endpoint.
+func (s *Server) System() *actors.System { return s.svc.System() }
+
+// JWKS is the public receipt key set the service signs with.
+func (s *Server) JWKS() []byte { return s.svc.JWKS() }
+
+// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

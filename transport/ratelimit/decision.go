@@ -1,0 +1,54 @@
+package ratelimit
+
+import (
+	"strconv"
+	"time"
+)
+
+// Decision is the outcome of one Allow.
+type Decision struct {
+	// Allowed reports that a token was taken and the request may proceed.
+	Allowed bool
+	// Disabled reports that the limit is 0 in this environment: the route
+	// does not exist there and the caller answers 404. Every other field
+	// is zero.
+	Disabled bool
+	// Limit is the sustained rate per window, for RateLimit-Limit. It is
+	// the rate, not rate+burst: the header advertises the pace a client
+	// can keep up, and burst is headroom on top of it. A full bucket
+	// therefore reports a Remaining above Limit.
+	Limit int
+	// Remaining is the number of whole tokens left after this request.
+	Remaining int
+	// Reset is the time until the bucket is full again.
+	Reset time.Duration
+	// RetryAfter is, when refused, the time until one token is available;
+	// zero when allowed.
+	RetryAfter time.Duration
+}
+
+// Headers returns the values of RateLimit-Limit, RateLimit-Remaining,
+// RateLimit-Reset and Retry-After. Reset and Retry-After are whole seconds
+// rounded up; Retry-After is at least 1 when the request was refused and
+// empty when it was allowed. A disabled decision has no headers: all four
+// are empty.
+func (d Decision) Headers() (limit, remaining, reset, retryAfter string) {
+	if d.Disabled {
+		return "", "", "", ""
+	}
+	limit = strconv.Itoa(d.Limit)
+	remaining = strconv.Itoa(d.Remaining)
+	reset = strconv.FormatInt(ceilSeconds(d.Reset), 10)
+	if !d.Allowed {
+		retryAfter = strconv.FormatInt(max(ceilSeconds(d.RetryAfter), 1), 10)
+	}
+	return limit, remaining, reset, retryAfter
+}
+
+// ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return ceilDiv(int64(d), int64(time.Second))
+}
