@@ -81,14 +81,6 @@ type (
 		spendID string
 		reply   chan SpendResult
 	}
-	balanceRequest struct {
-		reply chan balanceReply
-	}
-	checkRequest struct {
-		destination string
-		amount      *policy.Amount
-		reply       chan checkReply
-	}
 	railResult struct {
 		spendID string
 		outcome policy.RailOutcome
@@ -99,21 +91,12 @@ type (
 	reloadAgent struct{ reply chan error }
 )
 
-type balanceReply struct {
-	balance policy.Balance
-	err     *Error
-}
-
-type checkReply struct {
-	result policy.CheckResult
-	err    *Error
-}
-
 func (a *agentActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		a.gen = a.sys.store.Gen()
 		a.load()
+		a.publishView()
 		ctx.SetReceiveTimeout(a.sys.cfg.IdleTimeout)
 		if a.loaded {
 			a.resumeOpenWork()
@@ -122,7 +105,15 @@ func (a *agentActor) Receive(ctx actor.Context) {
 	case *actor.ReceiveTimeout:
 		a.maybePassivate(ctx)
 		return
-	case *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	case *actor.Stopping:
+		// Stopped with answers still owed (the journal failed, or the
+		// system is closing): say so now rather than let callers time out.
+		for id, ch := range a.waiting {
+			ch <- SpendResult{Err: ErrUnavailable}
+			delete(a.waiting, id)
+		}
+		return
+	case *actor.Stopped, *actor.Restarting:
 		return
 	case *createSpend:
 		a.received++
@@ -130,45 +121,34 @@ func (a *agentActor) Receive(ctx actor.Context) {
 			return
 		}
 		a.create(msg)
+		a.publishView()
 	case *cancelSpend:
 		a.received++
 		if a.failLoad(msg.reply) {
 			return
 		}
 		a.cancel(msg)
-	case *balanceRequest:
+		a.publishView()
+	case *viewRequest:
 		a.received++
 		if !a.loaded {
-			msg.reply <- balanceReply{err: a.loadErr}
+			msg.reply <- viewReply{err: a.loadErr}
 			return
 		}
-		now := a.now()
-		a.env.mu.Lock()
-		pool := a.env.pool()
-		a.env.mu.Unlock()
-		msg.reply <- balanceReply{balance: policy.ComputeBalance(a.id, &a.policy, &a.ledger, pool, now)}
-	case *checkRequest:
-		a.received++
-		if !a.loaded {
-			msg.reply <- checkReply{err: a.loadErr}
-			return
-		}
-		now := a.now()
-		a.env.mu.Lock()
-		pool := a.env.pool()
-		a.env.mu.Unlock()
-		msg.reply <- checkReply{result: policy.Check(&a.policy, &a.ledger, pool, a.subject(), msg.destination, msg.amount, now)}
+		msg.reply <- viewReply{view: a.entry.view.Load()}
 	case *railResult:
 		a.received++
 		// A result this incarnation did not ask for (an older incarnation's
 		// worker finishing late) is dropped: this one dispatched its own.
 		if a.loaded && a.dispatched[msg.spendID] {
 			a.applyRail(ctx, msg)
+			a.publishView()
 		}
 	case *expireSpend:
 		a.received++
 		if a.loaded {
 			a.expire(msg.spendID)
+			a.publishView()
 		}
 	case *resumeWork:
 		a.received++
@@ -179,13 +159,23 @@ func (a *agentActor) Receive(ctx actor.Context) {
 			return
 		}
 		a.publish(msg)
+		a.publishView()
 	case *pingAgent:
 		a.received++
 		msg.reply <- a.lastTicket
+	case *agentAction:
+		a.received++
+		if !a.loaded {
+			msg.reply <- agentActionReply{err: a.loadErr}
+			return
+		}
+		a.changeAgent(msg)
+		a.publishView()
 	case *reloadAgent:
 		a.received++
 		if a.loaded {
 			a.reloadPolicy()
+			a.publishView()
 		}
 		msg.reply <- nil
 	}

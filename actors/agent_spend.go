@@ -236,6 +236,10 @@ func (a *agentActor) create(m *createSpend) {
 	if d.NewDestination {
 		a.ledger.RecordAsked(d.Destination, now)
 	}
+	if d.Reason == policy.ReasonAgentPaused && a.agent.PausedAt != nil {
+		sp.PauseDetail = &policy.PauseDetail{Scope: "agent", PausedAt: *a.agent.PausedAt,
+			Message: "The owner paused this agent; payments resume when the owner resumes it."}
+	}
 	a.duplicateWarning(sp, now)
 	if sp.Status.Holds() {
 		a.ledger.Reserve(sp, now)

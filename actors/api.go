@@ -121,30 +121,25 @@ func (s *System) visible(p Principal, agentID string, livemode bool) bool {
 	return err == nil && ok && ag.OwnerID == p.OwnerID
 }
 
-// Check simulates a spend (spec 4.6); it reserves nothing.
+// Check simulates a spend (spec 4.6); it reserves nothing. It reads the
+// agent's published snapshot, not its mailbox.
 func (s *System) Check(ctx context.Context, p Principal, destination string, amount *policy.Amount) (policy.CheckResult, error) {
-	r, err := ask(ctx, s, p.AgentID, func(reply chan checkReply) any {
-		return &checkRequest{destination: destination, amount: amount, reply: reply}
-	})
+	v, err := s.readView(ctx, p.AgentID)
 	if err != nil {
 		return policy.CheckResult{}, err
 	}
-	if r.err != nil {
-		return policy.CheckResult{}, r.err
-	}
-	return r.result, nil
+	l := v.ledger // a private copy: the rules roll windows forward on it
+	return policy.Check(v.policy, &l, v.pool(), policy.Subject{Paused: v.paused}, destination, amount, s.clock.Now()), nil
 }
 
-// Balance is the agent's spendable amount (spec 2.7).
+// Balance is the agent's spendable amount (spec 2.7), from its snapshot.
 func (s *System) Balance(ctx context.Context, p Principal) (policy.Balance, error) {
-	r, err := ask(ctx, s, p.AgentID, func(reply chan balanceReply) any { return &balanceRequest{reply: reply} })
+	v, err := s.readView(ctx, p.AgentID)
 	if err != nil {
 		return policy.Balance{}, err
 	}
-	if r.err != nil {
-		return policy.Balance{}, r.err
-	}
-	return r.balance, nil
+	l := v.ledger
+	return policy.ComputeBalance(p.AgentID, v.policy, &l, v.pool(), s.clock.Now()), nil
 }
 
 // Policy is the agent's policy in effect.

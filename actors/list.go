@@ -141,13 +141,9 @@ func normalizeLimit(n int) int {
 // memo cut to 80 characters.
 func (s *System) ListSpends(p Principal, q ListParams) (Page, error) {
 	q.Limit = normalizeLimit(q.Limit)
-	cursor := q.StartingAfter
-	if q.EndingBefore != "" {
-		cursor = q.EndingBefore
-	}
-	if cursor != "" && !ValidID("spd", cursor) {
-		return Page{}, &Error{Code: CodeParameterInvalid, Param: cursorParam(q),
-			Message: "The cursor must be a spend id (spd_ followed by 32 hex characters) from an earlier page."}
+	cursor, err := cursorOf(q, "spd", "a spend")
+	if err != nil {
+		return Page{}, err
 	}
 	pg := pager{sys: s, q: q}
 	switch {
@@ -184,6 +180,19 @@ func (s *System) ListSpends(p Principal, q ListParams) (Page, error) {
 		return pg.run(pg.start(cursor))
 	}
 	return pg.run(nil)
+}
+
+// cursorOf is the list's cursor, checked to be an id of the listed kind.
+func cursorOf(q ListParams, prefix, what string) (string, error) {
+	cursor := q.StartingAfter
+	if q.EndingBefore != "" {
+		cursor = q.EndingBefore
+	}
+	if cursor != "" && !ValidID(prefix, cursor) {
+		return "", &Error{Code: CodeParameterInvalid, Param: cursorParam(q),
+			Message: "The cursor must be " + what + " id (" + prefix + "_ followed by 32 hex characters) from an earlier page."}
+	}
+	return cursor, nil
 }
 
 func cursorParam(q ListParams) string {

@@ -112,6 +112,10 @@ type System struct {
 	envMu sync.Mutex
 	envs  map[string]*envLedger
 
+	keyCache sync.Map // key digest -> *APIKey
+	keyMu    sync.Mutex
+	keyEpoch atomic.Uint64 // moves on every forgetKey
+
 	hub    *hub
 	timers *expiryTimers
 
@@ -203,6 +207,8 @@ func indexByte(b []byte, c byte) int {
 type agentEntry struct {
 	pid  *actor.PID
 	sent atomic.Uint64
+	// view is the agent's latest published snapshot, for reads.
+	view atomic.Pointer[agentView]
 }
 
 // send delivers msg to the agent's actor, activating it when needed. The
@@ -312,4 +318,5 @@ func (s *System) StoreFailed(err error) {
 	s.envMu.Lock()
 	s.envs = make(map[string]*envLedger)
 	s.envMu.Unlock()
+	s.keyCache.Clear()
 }

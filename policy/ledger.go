@@ -64,15 +64,44 @@ func NextMonth(t time.Time) time.Time {
 // wall clock stepped back across midnight must not hand the agent a fresh
 // daily cap (the date strings sort as text).
 func (l *Ledger) roll(now time.Time) {
-	if d := dayOf(now); l.Day < d {
+	// Formatting dates costs allocations on every rule check; most calls
+	// fall on the day the ledger already holds, which a cheap comparison of
+	// the date's numbers finds without formatting anything.
+	if l.Day != "" && l.Day == l.AskedDay && sameDay(l.Day, now) {
+		l.trimWindow(now)
+		return
+	}
+	d, m := dayOf(now), monthOf(now)
+	if l.Day < d {
 		l.Day, l.DaySettled = d, Amount{}
 	}
-	if m := monthOf(now); l.Month < m {
+	if l.Month < m {
 		l.Month, l.MonthSettled = m, Amount{}
 	}
-	if d := dayOf(now); l.AskedDay < d {
+	if l.AskedDay < d {
 		l.AskedDay, l.Asked = d, nil
 	}
+	l.trimWindow(now)
+}
+
+// sameDay reports whether day ("2006-01-02") is now's UTC date.
+func sameDay(day string, now time.Time) bool {
+	if len(day) != 10 {
+		return false
+	}
+	y, mo, d := now.UTC().Date()
+	num := func(s string) int {
+		n := 0
+		for _, c := range s {
+			n = n*10 + int(c-'0')
+		}
+		return n
+	}
+	return num(day[:4]) == y && num(day[5:7]) == int(mo) && num(day[8:]) == d
+}
+
+// trimWindow drops destination-window entries older than 24 h.
+func (l *Ledger) trimWindow(now time.Time) {
 	cut := now.Add(-DestinationWindowLength)
 	i := 0
 	for i < len(l.Window) && !l.Window[i].At.After(cut) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentpay/guard/actors"
 	"github.com/agentpay/guard/transport/openapi"
+	"github.com/agentpay/guard/transport/ratelimit"
 )
 
 // APIVersion is the version this server speaks (spec part 9).
@@ -33,6 +34,11 @@ type Config struct {
 	// Practice allows http:// resource URLs for practice keys.
 	ReadTimeout  time.Duration
 	WriteTimeout time.Duration
+	// Limits enforces the rate limits of spec 8.1 (see ratelimit_http.go).
+	// Nil turns limiting off: no request is refused for its rate and no
+	// RateLimit-* header is sent (for embedding and tools). The server
+	// sweeps idle buckets from it every minute until Shutdown.
+	Limits *ratelimit.Limiter
 }
 
 // Server is the REST API.
@@ -44,6 +50,10 @@ type Server struct {
 	http *fasthttp.Server
 	// conns maps each open connection to its state (for Shutdown).
 	conns sync.Map
+	// limits is Config.Limits; nil when limiting is off.
+	limits *ratelimit.Limiter
+	// sweeper is the goroutine that drops idle buckets from limits.
+	sweeper *sweeper
 }
 
 // NewServer builds the API with its routes.
@@ -57,7 +67,7 @@ func NewServer(cfg Config) *Server {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 60 * time.Second // long polls wait up to 20 s
 	}
-	s := &Server{cfg: cfg, sys: cfg.System, log: cfg.Logger, ids: newRequestIDs()}
+	s := &Server{cfg: cfg, sys: cfg.System, log: cfg.Logger, ids: newRequestIDs(), limits: cfg.Limits}
 	r := router.New()
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
@@ -65,9 +75,9 @@ func NewServer(cfg Config) *Server {
 	// does not exist.
 	r.HandleMethodNotAllowed = false
 	s.routes(r)
-	r.NotFound = s.wrap(func(c *call) *apiError {
+	r.NotFound = s.wrap(s.public(func(c *call) *apiError {
 		return badParam(codeRouteNotFound, "", "No route "+string(c.ctx.Method())+" "+string(c.ctx.Path())+" exists; see /v1/openapi.json.")
-	})
+	}))
 	s.http = &fasthttp.Server{
 		Handler:                       r.Handler,
 		Name:                          "guard",
@@ -83,16 +93,25 @@ func NewServer(cfg Config) *Server {
 		ConnState:                     s.trackConn,
 		Logger:                        fasthttpLogger{cfg.Logger},
 	}
+	if s.limits != nil {
+		s.sweeper = startSweeper(s.limits, sweepInterval)
+	}
 	return s
 }
 
+// routes registers every route. Public routes check the version pin
+// first; keyed routes (authed, agentOnly, ownerOnly) authenticate and pass
+// their rate limits before anything else, so that every answer of theirs,
+// a refused version pin included, carries the RateLimit headers. The
+// limits after the handler are those a route passes on top of the
+// per-key one (spec 8.1).
 func (s *Server) routes(r *router.Router) {
-	r.GET("/healthz", s.wrap(s.health))
-	r.GET("/.well-known/jwks.json", s.wrap(s.jwks))
-	r.GET("/v1/openapi.json", s.wrap(s.openapi))
+	r.GET("/healthz", s.wrap(s.public(s.health)))
+	r.GET("/.well-known/jwks.json", s.wrap(s.public(s.jwks)))
+	r.GET("/v1/openapi.json", s.wrap(s.public(s.openapi)))
 
-	r.POST("/v1/spends", s.wrap(s.agentOnly(s.createSpend)))
-	r.POST("/v1/spends/check", s.wrap(s.agentOnly(s.checkSpend)))
+	r.POST("/v1/spends", s.wrap(s.agentOnly(s.createSpend, ratelimit.Spends, ratelimit.SpendsDaily)))
+	r.POST("/v1/spends/check", s.wrap(s.agentOnly(s.checkSpend, ratelimit.Check)))
 	r.GET("/v1/spends", s.wrap(s.authed(s.listSpends)))
 	r.GET("/v1/events", s.wrap(s.authed(s.listEvents)))
 	r.GET("/v1/spends/{id}", s.wrap(s.authed(s.getSpend)))
@@ -103,13 +122,19 @@ func (s *Server) routes(r *router.Router) {
 	r.GET("/v1/receipts/{id}", s.wrap(s.authed(s.receipt)))
 	r.GET("/v1/approvals/{id}", s.wrap(s.authed(s.getApproval)))
 
-	r.POST("/v1/agents", s.wrap(s.ownerOnly(s.createAgent)))
+	r.POST("/v1/agents", s.wrap(s.ownerOnly(s.createAgent, ratelimit.AdminWrites)))
+	r.GET("/v1/agents", s.wrap(s.ownerOnly(s.listAgents)))
 	r.GET("/v1/agents/{id}", s.wrap(s.ownerOnly(s.getAgent)))
-	r.POST("/v1/agents/{id}/keys", s.wrap(s.ownerOnly(s.createAgentKey)))
+	r.POST("/v1/agents/{id}/pause", s.wrap(s.ownerOnly(s.agentAction(actors.ActionPause), ratelimit.AdminWrites)))
+	r.POST("/v1/agents/{id}/resume", s.wrap(s.ownerOnly(s.agentAction(actors.ActionResume), ratelimit.AdminWrites)))
+	r.POST("/v1/agents/{id}/archive", s.wrap(s.ownerOnly(s.agentAction(actors.ActionArchive), ratelimit.AdminWrites)))
+	r.GET("/v1/keys", s.wrap(s.ownerOnly(s.listKeys)))
+	r.POST("/v1/keys/{id}/revoke", s.wrap(s.ownerOnly(s.revokeKey, ratelimit.AdminWrites, ratelimit.KeyChanges)))
+	r.POST("/v1/agents/{id}/keys", s.wrap(s.ownerOnly(s.createAgentKey, ratelimit.AdminWrites, ratelimit.KeyChanges)))
 	r.GET("/v1/agents/{id}/policy", s.wrap(s.ownerOnly(s.ownerPolicy)))
-	r.POST("/v1/agents/{id}/policy", s.wrap(s.ownerOnly(s.publishPolicy)))
-	r.POST("/v1/agents/{id}/destinations", s.wrap(s.ownerOnly(s.addDestination)))
-	r.DELETE("/v1/agents/{id}/destinations/{list}/{pattern}", s.wrap(s.ownerOnly(s.removeDestination)))
+	r.POST("/v1/agents/{id}/policy", s.wrap(s.ownerOnly(s.publishPolicy, ratelimit.AdminWrites)))
+	r.POST("/v1/agents/{id}/destinations", s.wrap(s.ownerOnly(s.addDestination, ratelimit.AdminWrites)))
+	r.DELETE("/v1/agents/{id}/destinations/{list}/{pattern}", s.wrap(s.ownerOnly(s.removeDestination, ratelimit.AdminWrites)))
 }
 
 // Serve serves on ln until Shutdown.
@@ -121,7 +146,10 @@ func (s *Server) Serve(ln net.Listener) error { return s.http.Serve(ln) }
 // counts such a connection as active), so a client that dialled a spare
 // connection would hold the stop that long. Connections that never reached
 // a handler are closed here: they have no request to finish.
+//
+// Shutdown also stops the sweeper of the rate limiter.
 func (s *Server) Shutdown(ctx context.Context) error {
+	defer s.sweeper.stop()
 	done := make(chan error, 1)
 	go func() { done <- s.http.ShutdownWithContext(ctx) }()
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -172,26 +200,45 @@ type call struct {
 	ctx   *fasthttp.RequestCtx
 	reqID string
 	who   actors.Principal
+	// rate is the decision the RateLimit headers report, once a limit was
+	// passed (see ratelimit_http.go).
+	rate    ratelimit.Decision
+	hasRate bool
 }
 
 type handler func(c *call) *apiError
 
 // wrap sets the headers every response carries and turns a returned error
-// into the error body.
+// into the error body. It checks nothing itself: h starts with public or
+// one of the keyed wrappers, which check the version pin each at its place.
 func (s *Server) wrap(h handler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		s.markServed(ctx)
 		c := &call{ctx: ctx, reqID: s.ids.next()}
 		ctx.Response.Header.Set("Request-Id", c.reqID)
 		ctx.Response.Header.Set("Service-Version", APIVersion)
-		if v := ctx.Request.Header.Peek("Service-Version"); len(v) > 0 && string(v) != APIVersion {
-			writeError(ctx, c.reqID, badParam(codeUnknownVersion, "Service-Version",
-				"Service-Version "+clip(string(v), 40)+" is not known; use "+APIVersion+" or omit the header."))
-			return
-		}
 		if err := h(c); err != nil {
 			writeError(ctx, c.reqID, err)
 		}
+	}
+}
+
+// checkVersion refuses a Service-Version pin this server does not speak.
+func checkVersion(c *call) *apiError {
+	if v := c.ctx.Request.Header.Peek("Service-Version"); len(v) > 0 && string(v) != APIVersion {
+		return badParam(codeUnknownVersion, "Service-Version",
+			"Service-Version "+clip(string(v), 40)+" is not known; use "+APIVersion+" or omit the header.")
+	}
+	return nil
+}
+
+// public is a route that needs no key: it is not rate limited.
+func (s *Server) public(h handler) handler {
+	return func(c *call) *apiError {
+		if err := checkVersion(c); err != nil {
+			return err
+		}
+		return h(c)
 	}
 }
 
@@ -202,40 +249,69 @@ func clip(s string, n int) string {
 	return s
 }
 
-// authed requires a valid key of any kind.
-func (s *Server) authed(h handler) handler {
+// authed requires a valid key of any kind; limits are the route's rate
+// limits on top of the per-key one.
+func (s *Server) authed(h handler, limits ...ratelimit.Name) handler {
+	return s.keyed("", "", h, limits)
+}
+
+// agentOnly requires an agent key.
+func (s *Server) agentOnly(h handler, limits ...ratelimit.Name) handler {
+	return s.keyed(actors.KindAgent, "This operation needs an agent key; owner keys administer and never pay.", h, limits)
+}
+
+// ownerOnly requires an owner key.
+func (s *Server) ownerOnly(h handler, limits ...ratelimit.Name) handler {
+	return s.keyed(actors.KindOwner, "This operation needs an owner key; agent keys can never administer.", h, limits)
+}
+
+// keyed runs the steps every keyed route shares, in this order:
+// authenticate (a failure counts against the caller's IP), the per-key
+// limit, the version pin, the key kind, the route's own limits, and only
+// then h. Nothing of h's work happens for a refused request: a refused
+// spend creates nothing and leaves its Idempotency-Key unused.
+func (s *Server) keyed(kind, wrongKind string, h handler, limits []ratelimit.Name) handler {
 	return func(c *call) *apiError {
-		auth := string(c.ctx.Request.Header.Peek("Authorization"))
-		// The scheme is case-insensitive (RFC 9110 11.1).
-		scheme, secret, ok := strings.Cut(auth, " ")
-		if !ok || !strings.EqualFold(scheme, "Bearer") || len(secret) > 200 {
-			return &apiError{code: codeInvalidAPIKey, message: actors.ErrInvalidKey.Message}
-		}
-		p, err := s.sys.Authenticate(secret)
+		p, err := s.authenticate(c)
 		if err != nil {
-			return fromActors(err)
+			return err
 		}
 		c.who = p
+		if err := s.limit(c, ratelimit.Key); err != nil {
+			return err
+		}
+		if err := checkVersion(c); err != nil {
+			return err
+		}
+		if kind != "" && p.Kind != kind {
+			return badParam(codeKeyKindNotAllowed, "", wrongKind)
+		}
+		if err := s.limit(c, limits...); err != nil {
+			return err
+		}
 		return h(c)
 	}
 }
 
-func (s *Server) agentOnly(h handler) handler {
-	return s.authed(func(c *call) *apiError {
-		if c.who.Kind != actors.KindAgent {
-			return badParam(codeKeyKindNotAllowed, "", "This operation needs an agent key; owner keys administer and never pay.")
+// authenticate finds the key of the Authorization header. A missing or
+// invalid key is counted against the client's IP (spec 5.6); once that
+// IP's allowance is used up the answer is 429 instead of 401.
+func (s *Server) authenticate(c *call) (actors.Principal, *apiError) {
+	auth := string(c.ctx.Request.Header.Peek("Authorization"))
+	// The scheme is case-insensitive (RFC 9110 11.1).
+	scheme, secret, ok := strings.Cut(auth, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || len(secret) > 200 {
+		return actors.Principal{}, s.invalidKey(c, &apiError{code: codeInvalidAPIKey, message: actors.ErrInvalidKey.Message})
+	}
+	p, err := s.sys.Authenticate(secret)
+	if err != nil {
+		e := fromActors(err)
+		if e.code == codeInvalidAPIKey {
+			e = s.invalidKey(c, e)
 		}
-		return h(c)
-	})
-}
-
-func (s *Server) ownerOnly(h handler) handler {
-	return s.authed(func(c *call) *apiError {
-		if c.who.Kind != actors.KindOwner {
-			return badParam(codeKeyKindNotAllowed, "", "This operation needs an owner key; agent keys can never administer.")
-		}
-		return h(c)
-	})
+		return actors.Principal{}, e
+	}
+	return p, nil
 }
 
 // transportError answers errors fasthttp meets before a handler runs.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"reflect"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentpay/guard/policy"
+	"github.com/agentpay/guard/transport/ratelimit"
 )
 
 // Config is every setting of `guard serve`. Each field can come from the
@@ -46,6 +48,18 @@ type Config struct {
 	CheckpointInterval time.Duration `json:"checkpoint_interval"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `json:"log_level"`
+	// GCPercent is the garbage collector's target (GOGC) when the GOGC
+	// environment variable is not set. The service allocates short-lived
+	// request objects at a high rate and the machine has memory to spare:
+	// collecting less often buys throughput.
+	GCPercent int `json:"gc_percent"`
+	// RateLimits enforces the rate limits of spec 8.1; false turns
+	// limiting off entirely (no 429, no RateLimit-* headers).
+	RateLimits bool `json:"rate_limits"`
+	// RateLimitScale multiplies every rate and burst of spec 8.1 (windows
+	// stay). Load benchmarks raise it, GUARD_RATE_LIMIT_SCALE=1000, so
+	// that the load measures the service rather than its limits.
+	RateLimitScale float64 `json:"rate_limit_scale"`
 }
 
 // Defaults are the settings with no file, environment or flag.
@@ -54,7 +68,8 @@ func Defaults() Config {
 		Addr: "127.0.0.1:8080", Data: "./data", ConsoleURL: "http://127.0.0.1:8080/console",
 		PracticePool: "1000.00", LoosenDelay: time.Hour, IdleTimeout: 2 * time.Minute,
 		SettleTimeout: 20 * time.Second, ShutdownTimeout: 15 * time.Second,
-		CheckpointInterval: 500 * time.Millisecond, LogLevel: "info",
+		CheckpointInterval: 500 * time.Millisecond, LogLevel: "info", GCPercent: 400,
+		RateLimits: true, RateLimitScale: 1,
 	}
 }
 
@@ -81,10 +96,19 @@ func (c Config) Validate() error {
 	if c.SimulatedLatency < 0 {
 		return errors.New("config: simulated_latency must not be negative")
 	}
+	if c.GCPercent < 50 || c.GCPercent > 10000 {
+		return fmt.Errorf("config: gc_percent %d must be from 50 to 10000", c.GCPercent)
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
 		return fmt.Errorf("config: log_level %q must be debug, info, warn or error", c.LogLevel)
+	}
+	if !(c.RateLimitScale > 0) || math.IsInf(c.RateLimitScale, 0) {
+		return fmt.Errorf("config: rate_limit_scale %v must be a positive number, like 1 (the limits of spec 8.1) or 1000", c.RateLimitScale)
+	}
+	if err := ratelimit.DefaultTable().Scaled(c.RateLimitScale).Validate(); err != nil {
+		return fmt.Errorf("config: rate_limit_scale %v is too large for the limiter: %v", c.RateLimitScale, err)
 	}
 	return nil
 }
@@ -125,6 +149,18 @@ func (c *Config) set(key, value string) error {
 				return fmt.Errorf("config: %s must be true or false, not %q", key, value)
 			}
 			f.SetBool(b)
+		case int:
+			n, err := strconv.Atoi(value)
+			if err != nil {
+				return fmt.Errorf("config: %s must be a whole number, not %q", key, value)
+			}
+			f.SetInt(int64(n))
+		case float64:
+			v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+			if err != nil {
+				return fmt.Errorf("config: %s must be a number like 1000, not %q", key, value)
+			}
+			f.SetFloat(v)
 		case time.Duration:
 			d, err := time.ParseDuration(value)
 			if err != nil {

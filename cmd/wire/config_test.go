@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,6 +76,12 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		{"checkpoint_interval", func(c *Config) { c.CheckpointInterval = 0 }},
 		{"simulated_latency", func(c *Config) { c.SimulatedLatency = -1 }},
 		{"log_level", func(c *Config) { c.LogLevel = "loud" }},
+		{"rate_limit_scale", func(c *Config) { c.RateLimitScale = 0 }},
+		{"rate_limit_scale", func(c *Config) { c.RateLimitScale = -2 }},
+		{"rate_limit_scale", func(c *Config) { c.RateLimitScale = math.NaN() }},
+		{"rate_limit_scale", func(c *Config) { c.RateLimitScale = math.Inf(1) }},
+		{"rate_limit_scale", func(c *Config) { c.RateLimitScale = 1e15 }},
+		{"gc_percent", func(c *Config) { c.GCPercent = 10 }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.field, func(t *testing.T) {
@@ -120,5 +127,43 @@ func TestConfigFileUnknownSetting(t *testing.T) {
 	_, err := LoadConfig([]string{"-config", file}, env(nil))
 	if err == nil || !strings.Contains(err.Error(), `"adr"`) {
 		t.Fatalf("a misspelt setting must be refused by name, got %v", err)
+	}
+}
+
+// The rate limit settings: on at the spec's values by default, scaled or
+// switched off from the file, the environment or a flag.
+func TestLoadConfigRateLimits(t *testing.T) {
+	if d := Defaults(); !d.RateLimits || d.RateLimitScale != 1 {
+		t.Fatalf("defaults: rate_limits %v, rate_limit_scale %v; want true and 1", d.RateLimits, d.RateLimitScale)
+	}
+	c, err := LoadConfig(nil, env(map[string]string{"GUARD_RATE_LIMIT_SCALE": "1000", "GUARD_RATE_LIMITS": "false"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RateLimitScale != 1000 || c.RateLimits {
+		t.Errorf("from the environment: rate_limit_scale %v, rate_limits %v; want 1000 and false", c.RateLimitScale, c.RateLimits)
+	}
+	file := filepath.Join(t.TempDir(), "guard.json")
+	if err := os.WriteFile(file, []byte(`{"rate_limit_scale":2.5,"rate_limits":false}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err = LoadConfig([]string{"-config", file, "-rate-limit-scale", "1e6", "-rate-limits=true"}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RateLimitScale != 1e6 || !c.RateLimits {
+		t.Errorf("flags over the file: rate_limit_scale %v, rate_limits %v; want 1e6 and true", c.RateLimitScale, c.RateLimits)
+	}
+	c, err = LoadConfig([]string{"-config", file}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RateLimitScale != 2.5 || c.RateLimits {
+		t.Errorf("from the file: rate_limit_scale %v, rate_limits %v; want 2.5 and false", c.RateLimitScale, c.RateLimits)
+	}
+	for _, v := range []string{"lots", "0", "-1", "NaN", "Inf"} {
+		if _, err := LoadConfig(nil, env(map[string]string{"GUARD_RATE_LIMIT_SCALE": v})); err == nil || !strings.Contains(err.Error(), "rate_limit_scale") {
+			t.Errorf("GUARD_RATE_LIMIT_SCALE=%s: %v, want an error naming rate_limit_scale", v, err)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/agentpay/guard/policy"
 	"github.com/agentpay/guard/transport"
 	"github.com/agentpay/guard/transport/rail"
+	"github.com/agentpay/guard/transport/ratelimit"
 	"github.com/agentpay/guard/transport/receipt"
 )
 
@@ -51,6 +53,9 @@ func Open(cfg Config, opts Options) (*Service, error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(cfg.GCPercent)
 	}
 	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory %s: %w", cfg.Data, err)
@@ -92,8 +97,23 @@ func Open(cfg Config, opts Options) (*Service, error) {
 	failMu.Lock()
 	failed = svc.sys.StoreFailed
 	failMu.Unlock()
-	svc.api = transport.NewServer(transport.Config{System: svc.sys, JWKS: svc.keys.JWKS, Logger: log})
+	svc.api = transport.NewServer(transport.Config{System: svc.sys, JWKS: svc.keys.JWKS, Logger: log,
+		Limits: newLimiter(cfg, opts.Clock)})
 	return svc, nil
+}
+
+// newLimiter builds the rate limiter of cfg, or nil when limits are off.
+// An injected clock drives the limiter too, so a test that advances a
+// fake clock refills the buckets.
+func newLimiter(cfg Config, clock actors.Clock) *ratelimit.Limiter {
+	if !cfg.RateLimits {
+		return nil
+	}
+	var c ratelimit.Clock // nil: the monotonic clock
+	if clock != nil {
+		c = clock
+	}
+	return ratelimit.New(ratelimit.DefaultTable().Scaled(cfg.RateLimitScale), c)
 }
 
 // System exposes the actors (for the command's bootstrap and tests).

@@ -16,6 +16,14 @@
 // the owner endpoints (POST /v1/agents, POST /v1/agents/{id}/keys) so the
 // agent and its key are made the way a client makes them.
 //
+// # Rate limits
+//
+// Start raises every rate limit of spec 8.1 by TestRateLimitScale, since
+// tests send requests far faster than any real client; a test of the
+// limits sets wire.Config.RateLimitScale back to 1 with WithConfig (or
+// RateLimits to false to switch them off). WithClock's clock drives the
+// limiter too, so Advance refills the buckets.
+//
 // # Time
 //
 // By default the service runs on the wall clock. WithClock injects a

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/agentpay/guard/cmd/wire"
 )
 
 // The two fasthttp goroutines are not the service's: one refreshes the Date
@@ -120,5 +122,33 @@ func TestStartServesAndCreatesAgents(t *testing.T) {
 	}
 	if got := s.System().Now(); !got.Equal(epoch) {
 		t.Fatalf("service clock %v, want the fake clock's %v", got, epoch)
+	}
+}
+
+// Start raises the rate limits: 40 bad keys from one IP stay 401, where
+// the limits of spec 8.1 answer the 31st with 429. A test that asks for
+// those limits gets them.
+func TestStartRaisesRateLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		opts  []Option
+		first int // the attempt answered 429, or 0 for none
+	}{
+		{"default", nil, 0},
+		{"spec limits", []Option{WithConfig(func(c *wire.Config) { c.RateLimitScale = 1 })}, 31},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := Start(t, tc.opts...)
+			for i := 1; i <= 40; i++ {
+				r := s.Do(t, http.MethodGet, "/v1/me", "svc_test_agent_nope", nil, nil)
+				want := http.StatusUnauthorized
+				if tc.first != 0 && i >= tc.first {
+					want = http.StatusTooManyRequests
+				}
+				if r.Status != want {
+					t.Fatalf("attempt %d: %d, want %d: %s", i, r.Status, want, r.Raw)
+				}
+			}
+		})
 	}
 }

@@ -31,8 +31,9 @@ type Server struct {
 type Option func(*options)
 
 type options struct {
-	clock   *FakeClock
-	configs []func(*wire.Config)
+	clock       *FakeClock
+	configs     []func(*wire.Config)
+	commitFault func(records int) error
 }
 
 // WithClock runs the service on c instead of the wall clock.
@@ -43,6 +44,18 @@ func WithClock(c *FakeClock) Option { return func(o *options) { o.clock = c } }
 func WithConfig(f func(*wire.Config)) Option {
 	return func(o *options) { o.configs = append(o.configs, f) }
 }
+
+// WithCommitFault makes every journal commit call f first; a non-nil
+// result fails that commit as a failing disk would (wire.Options).
+func WithCommitFault(f func(records int) error) Option {
+	return func(o *options) { o.commitFault = f }
+}
+
+// TestRateLimitScale is the rate limit scale Start sets before the
+// test's WithConfig functions run: tests send requests far faster than
+// any client spec 8.1 was written for. A test of the limits themselves
+// sets RateLimitScale back to 1.
+const TestRateLimitScale = 1e6
 
 // readyTimeout bounds the wait for the first 200 from /healthz.
 const readyTimeout = 10 * time.Second
@@ -57,11 +70,13 @@ func Start(t testing.TB, opts ...Option) *Server {
 	cfg := wire.Defaults()
 	cfg.Data = t.TempDir()
 	cfg.Addr = "127.0.0.1:0"
+	cfg.RateLimitScale = TestRateLimitScale
 	for _, f := range o.configs {
 		f(&cfg)
 	}
 	logs := &syncBuffer{}
-	wopts := wire.Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	wopts := wire.Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		CommitFault: o.commitFault}
 	if o.clock != nil {
 		wopts.Clock = o.clock
 	}

@@ -172,6 +172,15 @@ func (v *Validator) route(req *http.Request, reqBody []byte) (*openapi3filter.Re
 	if err != nil {
 		return nil, fmt.Errorf("openapi: %s %s: %w", req.Method, req.URL.Path, err)
 	}
+	// The router matches /v1/agents to /v1/agents/{agent_id} with an empty
+	// id; the server's router never does (an empty segment is no route),
+	// so neither may the validator.
+	for name, val := range params {
+		if val == "" {
+			return nil, fmt.Errorf("openapi: %s %s: %w", req.Method, req.URL.Path,
+				&routers.RouteError{Reason: "path parameter " + name + " is empty: no matching operation"})
+		}
+	}
 	return &openapi3filter.RequestValidationInput{Request: r, PathParams: params, Route: route, Options: v.opts}, nil
 }
 

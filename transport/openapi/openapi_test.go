@@ -433,8 +433,23 @@ func TestServerMatchesDocument(t *testing.T) {
 		`"trusted_destinations":["api.vendor.com","*.shop.io"],"blocked_destinations":["evil.example.net"],` +
 		`"max_pending":3,"lifetime_cap":"1000.00","destination_window_over":null,"valid_until":null}`
 	h.want(h.do("POST", "/v1/agents/"+agentID+"/policy", owner, nil, tight), 200, "")
-	h.want(h.do("GET", "/v1/agents", owner, nil, ""), 404, "route_not_found")
+	h.want(h.do("GET", "/v1/agents", owner, nil, ""), 200, "")
+	h.want(h.do("GET", "/v1/agents?limit=1", owner, nil, ""), 200, "")
+	h.want(h.do("GET", "/v1/agents?limit=0", owner, nil, ""), 400, "parameter_invalid")
+	h.want(h.do("GET", "/v1/agents", agent, nil, ""), 403, "key_kind_not_allowed")
+	h.want(h.do("GET", "/v1/keys", owner, nil, ""), 200, "")
+	h.want(h.do("GET", "/v1/keys?x=1", owner, nil, ""), 400, "parameter_unknown")
 	other := h.want(h.do("POST", "/v1/agents", owner, nil, `{"name":"loose"}`), 201, "")
+	h.want(h.do("POST", "/v1/agents/"+other.str("id")+"/pause", owner, nil, ""), 200, "")
+	h.want(h.do("POST", "/v1/agents/"+other.str("id")+"/resume", owner, nil, ""), 200, "")
+	h.want(h.do("POST", "/v1/agents/agt_00000000000000000000000000000000/pause", owner, nil, ""), 404, "resource_missing")
+	spare := h.want(h.do("POST", "/v1/agents", owner, nil, `{"name":"spare"}`), 201, "")
+	spareKey := h.want(h.do("POST", "/v1/agents/"+spare.str("id")+"/keys", owner, nil, ""), 201, "")
+	h.want(h.do("POST", "/v1/keys/"+spareKey.str("id")+"/revoke", owner, nil, ""), 200, "")
+	h.want(h.do("POST", "/v1/keys/key_00000000000000000000000000000000/revoke", owner, nil, ""), 404, "resource_missing")
+	h.want(h.do("POST", "/v1/agents/"+spare.str("id")+"/archive", owner, nil, ""), 200, "")
+	h.want(h.do("POST", "/v1/agents/"+spare.str("id")+"/resume", owner, nil, ""), 409, "state_conflict")
+	h.want(h.do("POST", "/v1/agents/"+spare.str("id")+"/archive", owner, nil, ""), 409, "state_conflict")
 	h.want(h.do("POST", "/v1/agents/"+other.str("id")+"/policy", owner, nil,
 		`{"daily_cap":"80.00","valid_until":"2027-01-01T00:00:00Z","destination_window_over":"20"}`), 200, "")
 	h.want(h.do("POST", "/v1/agents/"+agentID+"/policy", owner, nil, `{"daily_cap":"900.00"}`), 400, "parameter_invalid")
@@ -767,6 +782,13 @@ func TestMutatedSpendFails(t *testing.T) {
 		if err := v.Check(req, []byte(body), res.StatusCode, noID, raw); err == nil {
 			t.Errorf("%s: a response without Request-Id was accepted", name)
 		}
+		for _, hdr := range []string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"} {
+			noRate := res.Header.Clone()
+			noRate.Del(hdr)
+			if err := v.Check(req, []byte(body), res.StatusCode, noRate, raw); err == nil {
+				t.Errorf("%s: a response without %s was accepted", name, hdr)
+			}
+		}
 		if err := v.Check(req, []byte(body), http.StatusAccepted, res.Header, raw); err == nil {
 			t.Errorf("%s: an undocumented status 202 was accepted", name)
 		}
@@ -793,7 +815,8 @@ func TestRefusedRequestsAreTolerated(t *testing.T) {
 	req, _ := http.NewRequest("POST", "http://guard.test/v1/spends", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer svc_test_agent_x")
-	hdr := http.Header{"Request-Id": {"req_abc123"}, "Service-Version": {"2026-10-01"}, "Content-Type": {"application/json"}}
+	hdr := http.Header{"Request-Id": {"req_abc123"}, "Service-Version": {"2026-10-01"}, "Content-Type": {"application/json"},
+		"Ratelimit-Limit": {"120"}, "Ratelimit-Remaining": {"149"}, "Ratelimit-Reset": {"1"}}
 	errBody := []byte(`{"error":{"type":"invalid_request_error","code":"invalid_json","message":"m","param":null},"request_id":"req_abc123"}`)
 	if err := v.CheckRequest(req, body); err == nil {
 		t.Fatal("CheckRequest accepted malformed JSON without an Idempotency-Key")

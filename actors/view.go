@@ -1,0 +1,96 @@
+package actors
+
+import (
+	"context"
+
+	"github.com/agentpay/guard/persistence"
+	"github.com/agentpay/guard/policy"
+)
+
+// agentView is an immutable copy of what reads need from an agent: its
+// policy in effect, its counters and holds, whether it is paused. The actor
+// publishes a fresh one after every change, so balance and check requests
+// are answered without a round trip through the mailbox. A read may be a
+// moment out of date, which spec 4.6 allows ("the result may be out of date
+// a second later"); it can never be inconsistent, because it is one
+// snapshot taken inside the actor.
+type agentView struct {
+	// ticket is the journal record of the newest change in this snapshot:
+	// a reader waits for it, so nobody outside hears of a change before it
+	// is durable (it is nearly always done already).
+	ticket *persistence.Ticket
+	policy *policy.Policy
+	ledger policy.Ledger // Holds is shared read-only; readers copy the struct
+	paused bool
+	env    *envLedger
+}
+
+// publishView replaces the agent's snapshot. Called by the actor after each
+// change it makes.
+func (a *agentActor) publishView() {
+	if !a.loaded {
+		return
+	}
+	pol := a.policy
+	l := a.ledger
+	holds := make(map[string]policy.HoldEntry, len(a.ledger.Holds))
+	for k, v := range a.ledger.Holds {
+		holds[k] = v
+	}
+	l.Holds = holds
+	l.Asked = append([]string(nil), a.ledger.Asked...)
+	if pol.DestinationWindowOver != nil {
+		l.Window = append([]policy.WindowEntry(nil), a.ledger.Window...)
+	} else {
+		l.Window = nil // the only rule that reads it is off
+	}
+	a.entry.view.Store(&agentView{ticket: a.lastTicket, policy: &pol, ledger: l, paused: a.agent.Status == AgentPaused, env: a.env})
+}
+
+// view is the agent's published snapshot, or nil when it is not activated.
+func (s *System) view(agentID string) *agentView {
+	s.regMu.RLock()
+	e, ok := s.agents[agentID]
+	s.regMu.RUnlock()
+	if !ok {
+		return nil
+	}
+	return e.view.Load()
+}
+
+// readView returns a snapshot, activating the agent through its mailbox
+// when it has none yet.
+func (s *System) readView(ctx context.Context, agentID string) (*agentView, error) {
+	v := s.view(agentID)
+	if v == nil {
+		r, err := ask(ctx, s, agentID, func(reply chan viewReply) any { return &viewRequest{reply: reply} })
+		if err != nil {
+			return nil, err
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+		v = r.view
+	}
+	if v.ticket != nil {
+		if err := v.ticket.Wait(ctx); err != nil {
+			return nil, ErrUnavailable
+		}
+	}
+	return v, nil
+}
+
+type viewRequest struct{ reply chan viewReply }
+
+type viewReply struct {
+	view *agentView
+	err  *Error
+}
+
+// pool reads the environment's pool now: it moves with every agent's
+// spends, so it is not part of one agent's snapshot.
+func (v *agentView) pool() policy.Pool {
+	v.env.mu.Lock()
+	defer v.env.mu.Unlock()
+	return v.env.pool()
+}

@@ -1,0 +1,107 @@
+package transport_test
+
+import (
+	"net/http"
+	"testing"
+)
+
+// Pausing an agent declines its new spends with agent_paused (and a
+// pause_detail), marks the payments waiting for the owner, and resuming
+// lets it pay again. Both are idempotent.
+func TestPauseAndResumeAgent(t *testing.T) {
+	e := start(t)
+	waiting := created(t, e.srv, e.agentKey, spendBody("1.00", "untrusted.example.org", "/w"))
+	if waiting["status"] != "pending_approval" {
+		t.Fatalf("want a pending spend, got %v", waiting["status"])
+	}
+	for i := 0; i < 2; i++ {
+		r := call(t, e.srv, http.MethodPost, "/v1/agents/"+e.agentID+"/pause", e.owner.TestKey, nil, nil)
+		mustStatus(t, r, http.StatusOK)
+		if r.Body["status"] != "paused" || r.Body["paused_at"] == nil {
+			t.Fatalf("pause answered %s", r.Raw)
+		}
+	}
+	sp := created(t, e.srv, e.agentKey, spendBody("1.00", "api.vendor.com", "/p"))
+	if sp["status"] != "declined" || sp["decline_reason"] != "agent_paused" || sp["pause_detail"] == nil {
+		t.Fatalf("a paused agent's spend: %v %v %v", sp["status"], sp["decline_reason"], sp["pause_detail"])
+	}
+	w := getSpend(t, e.srv, e.agentKey, waiting["id"].(string), "")
+	if w.Body["status"] != "pending_approval" || w.Body["pause_detail"] == nil {
+		t.Fatalf("the waiting spend after the pause: %s", w.Raw)
+	}
+	if b := balance(t, e.srv, e.agentKey); b["held"] != "1.00" {
+		t.Fatalf("held %v: a pause must not release the waiting spend's hold", b["held"])
+	}
+	evs, _ := listIDs(t, e.srv, e.owner.TestKey, "/v1/events?type=agent.paused")
+	if len(evs) != 1 {
+		t.Fatalf("%d agent.paused events for two pause calls, want 1", len(evs))
+	}
+	r := call(t, e.srv, http.MethodPost, "/v1/agents/"+e.agentID+"/resume", e.owner.TestKey, nil, nil)
+	mustStatus(t, r, http.StatusOK)
+	if r.Body["status"] != "active" || r.Body["paused_at"] != nil {
+		t.Fatalf("resume answered %s", r.Raw)
+	}
+	if sp := created(t, e.srv, e.agentKey, spendBody("1.00", "api.vendor.com", "/r")); sp["status"] != "settled" {
+		t.Fatalf("after resuming: %v", sp["status"])
+	}
+	// An agent key can never pause anything.
+	wantError(t, call(t, e.srv, http.MethodPost, "/v1/agents/"+e.agentID+"/pause", e.agentKey, nil, nil),
+		403, "permission_error", "key_kind_not_allowed", "")
+}
+
+// Archiving an agent revokes its keys (401 afterwards, the same 401 as any
+// bad key), releases what waited for the owner, and is final.
+func TestArchiveAgentRevokesKeys(t *testing.T) {
+	e := start(t)
+	waiting := created(t, e.srv, e.agentKey, spendBody("2.00", "untrusted.example.org", "/w"))
+	mustStatus(t, call(t, e.srv, http.MethodGet, "/v1/me", e.agentKey, nil, nil), http.StatusOK) // cached key
+	r := call(t, e.srv, http.MethodPost, "/v1/agents/"+e.agentID+"/archive", e.owner.TestKey, nil, nil)
+	mustStatus(t, r, http.StatusOK)
+	if r.Body["status"] != "archived" || r.Body["archived_at"] == nil {
+		t.Fatalf("archive answered %s", r.Raw)
+	}
+	wantError(t, call(t, e.srv, http.MethodGet, "/v1/me", e.agentKey, nil, nil), 401, "authentication_error", "invalid_api_key", "")
+	w := call(t, e.srv, http.MethodGet, "/v1/spends/"+waiting["id"].(string), e.owner.TestKey, nil, nil)
+	if w.Body["status"] != "cancelled" || w.Body["hold"] != nil {
+		t.Fatalf("the waiting spend after archiving: %s", w.Raw)
+	}
+	wantError(t, call(t, e.srv, http.MethodPost, "/v1/agents/"+e.agentID+"/resume", e.owner.TestKey, nil, nil),
+		409, "invalid_request_error", "state_conflict", "")
+	wantError(t, call(t, e.srv, http.MethodPost, "/v1/agents/"+e.agentID+"/keys", e.owner.TestKey, nil, nil),
+		409, "invalid_request_error", "state_conflict", "")
+	keys := call(t, e.srv, http.MethodGet, "/v1/keys", e.owner.TestKey, nil, nil)
+	mustStatus(t, keys, http.StatusOK)
+	for _, k := range keys.Body["data"].([]any) {
+		km := k.(map[string]any)
+		if km["agent_id"] == e.agentID && km["revoked_at"] == nil {
+			t.Fatalf("key %v of the archived agent is not revoked", km["id"])
+		}
+		if _, leaked := km["digest"]; leaked {
+			t.Fatal("a key listing shows the secret's digest")
+		}
+	}
+	list := call(t, e.srv, http.MethodGet, "/v1/agents", e.owner.TestKey, nil, nil)
+	mustStatus(t, list, http.StatusOK)
+	if n := len(list.Body["data"].([]any)); n != 1 {
+		t.Fatalf("GET /v1/agents lists %d agents, want 1", n)
+	}
+}
+
+// A revoked key stops working at once, even though it was cached by a
+// request a moment before.
+func TestRevokeKey(t *testing.T) {
+	e := start(t)
+	mustStatus(t, call(t, e.srv, http.MethodGet, "/v1/me", e.agentKey, nil, nil), http.StatusOK)
+	me := call(t, e.srv, http.MethodGet, "/v1/me", e.agentKey, nil, nil)
+	keyID := obj(t, me.Body, "key")["id"].(string)
+	r := call(t, e.srv, http.MethodPost, "/v1/keys/"+keyID+"/revoke", e.owner.TestKey, nil, nil)
+	mustStatus(t, r, http.StatusOK)
+	if r.Body["revoked_at"] == nil {
+		t.Fatalf("revoke answered %s", r.Raw)
+	}
+	wantError(t, call(t, e.srv, http.MethodGet, "/v1/me", e.agentKey, nil, nil), 401, "authentication_error", "invalid_api_key", "")
+	// Revoking again answers the same key; another owner's key is not found.
+	mustStatus(t, call(t, e.srv, http.MethodPost, "/v1/keys/"+keyID+"/revoke", e.owner.TestKey, nil, nil), http.StatusOK)
+	other := e.srv.NewOwner(t)
+	wantError(t, call(t, e.srv, http.MethodPost, "/v1/keys/"+keyID+"/revoke", other.TestKey, nil, nil), 404, "not_found_error", "resource_missing", "")
+}

@@ -1,0 +1,181 @@
+package transport_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/agentpay/guard/internal/guardtest"
+)
+
+// listIDs fetches one page and returns its ids and has_more.
+func listIDs(t *testing.T, s *guardtest.Server, key, path string) ([]string, bool) {
+	t.Helper()
+	r := call(t, s, http.MethodGet, path, key, nil, nil)
+	mustStatus(t, r, http.StatusOK)
+	data, ok := r.Body["data"].([]any)
+	if r.Body["object"] != "list" || !ok {
+		t.Fatalf("GET %s is not a list: %s", path, r.Raw)
+	}
+	ids := make([]string, 0, len(data))
+	for _, d := range data {
+		ids = append(ids, d.(map[string]any)["id"].(string))
+	}
+	more, _ := r.Body["has_more"].(bool)
+	return ids, more
+}
+
+func settledSpend(t *testing.T, e *env, path string) string {
+	t.Helper()
+	sp := created(t, e.srv, e.agentKey, spendBody("0.10", "api.vendor.com", path))
+	return sp["id"].(string)
+}
+
+// Paging back with starting_after and forward with ending_before visits
+// every spend exactly once, newest first within each page, while new spends
+// keep arriving.
+func TestSpendPaginationBothWaysUnderInserts(t *testing.T) {
+	e := start(t)
+	var made []string // oldest first
+	for i := 0; i < 23; i++ {
+		made = append(made, settledSpend(t, e, fmt.Sprintf("/p/%d", i)))
+	}
+	// Backward (older) pages: inserts during the walk are newer than every
+	// cursor, so they never appear and nothing is skipped or repeated.
+	var back []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		q := "/v1/spends?limit=5"
+		if cursor != "" {
+			q += "&starting_after=" + cursor
+		}
+		ids, more := listIDs(t, e.srv, e.agentKey, q)
+		back = append(back, ids...)
+		settledSpend(t, e, fmt.Sprintf("/during-back/%d", pages)) // a concurrent insert
+		if !more {
+			break
+		}
+		cursor = ids[len(ids)-1]
+		if pages > 10 {
+			t.Fatal("pagination does not end")
+		}
+	}
+	if len(back) != len(made) {
+		t.Fatalf("walking back saw %d spends, want the %d that existed when it began", len(back), len(made))
+	}
+	for i, id := range back {
+		if want := made[len(made)-1-i]; id != want {
+			t.Fatalf("item %d is %s, want %s (newest first, none lost or repeated)", i, id, want)
+		}
+	}
+
+	// Forward (newer) pages from the oldest: every spend newer than the
+	// cursor appears once, including the ones inserted meanwhile.
+	all, _ := listIDs(t, e.srv, e.agentKey, "/v1/spends?limit=50")
+	seen := map[string]bool{}
+	cursor = made[0]
+	var forward []string
+	for pages := 0; ; pages++ {
+		ids, more := listIDs(t, e.srv, e.agentKey, "/v1/spends?limit=4&ending_before="+cursor)
+		for i := 1; i < len(ids); i++ {
+			if ids[i-1] < ids[i] {
+				t.Fatalf("page %v is not newest first", ids)
+			}
+		}
+		for _, id := range ids {
+			if seen[id] {
+				t.Fatalf("%s appeared twice", id)
+			}
+			seen[id] = true
+		}
+		forward = append(forward, ids...)
+		if !more || len(ids) == 0 {
+			break
+		}
+		cursor = ids[0] // the newest of this page
+		if pages > 20 {
+			t.Fatal("pagination does not end")
+		}
+	}
+	if len(forward) != len(all)-1 {
+		t.Fatalf("walking forward saw %d spends, want every one newer than the oldest (%d)", len(forward), len(all)-1)
+	}
+}
+
+// A created[gte] older than 30 days is clipped to the retention window,
+// not refused; events older than 30 days are not served.
+func TestEventsWindowIsClipped(t *testing.T) {
+	clock := guardtest.NewFakeClock(epoch)
+	e := start(t, guardtest.WithClock(clock))
+	old := settledSpend(t, e, "/old")
+	clock.Advance(31 * 24 * time.Hour)
+	fresh := settledSpend(t, e, "/fresh")
+
+	since := url.QueryEscape(clock.Now().Add(-40 * 24 * time.Hour).Format(time.RFC3339))
+	r := call(t, e.srv, http.MethodGet, "/v1/events?limit=50&created[gte]="+since, e.agentKey, nil, nil)
+	mustStatus(t, r, http.StatusOK)
+	sawFresh := false
+	for _, d := range r.Body["data"].([]any) {
+		ev := d.(map[string]any)
+		obj := obj(t, obj(t, ev, "data"), "object")
+		switch obj["id"] {
+		case old:
+			t.Fatalf("an event of %s, 31 days old, was served: %v", old, ev)
+		case fresh:
+			sawFresh = true
+		}
+		created, err := time.Parse(time.RFC3339Nano, ev["created"].(string))
+		if err != nil || clock.Now().Sub(created) > 30*24*time.Hour {
+			t.Fatalf("event %v is outside the 30-day window", ev)
+		}
+	}
+	if !sawFresh {
+		t.Fatalf("the recent spend's events are missing: %s", r.Raw)
+	}
+	// The old spend itself is still readable: GET /v1/spends is the history.
+	mustStatus(t, getSpend(t, e.srv, e.agentKey, old, ""), http.StatusOK)
+}
+
+// One agent can neither read nor cancel another agent's spend, approval or
+// events, even under the same owner; the owner sees both.
+func TestAgentsAreIsolated(t *testing.T) {
+	e := start(t)
+	_, otherKey := e.srv.NewAgent(t, e.owner.TestKey, testPolicy)
+	pending := created(t, e.srv, e.agentKey, spendBody("1.00", "untrusted.example.org", "/x"))
+	if pending["status"] != "pending_approval" {
+		t.Fatalf("want a pending spend, got %v", pending["status"])
+	}
+	id := pending["id"].(string)
+	apr := obj(t, pending, "approval")["id"].(string)
+
+	wantError(t, call(t, e.srv, http.MethodGet, "/v1/spends/"+id, otherKey, nil, nil), 404, "not_found_error", "resource_missing", "")
+	wantError(t, call(t, e.srv, http.MethodPost, "/v1/spends/"+id+"/cancel", otherKey, nil, nil), 404, "not_found_error", "resource_missing", "")
+	wantError(t, call(t, e.srv, http.MethodGet, "/v1/approvals/"+apr, otherKey, nil, nil), 404, "not_found_error", "resource_missing", "")
+	for _, path := range []string{"/v1/spends?limit=50", "/v1/events?limit=50"} {
+		ids, _ := listIDs(t, e.srv, otherKey, path)
+		r := call(t, e.srv, http.MethodGet, path, otherKey, nil, nil)
+		for _, d := range r.Body["data"].([]any) {
+			if d.(map[string]any)["agent_id"] == e.agentID {
+				t.Fatalf("%s shows the other agent's objects: %v", path, ids)
+			}
+		}
+	}
+	mustStatus(t, call(t, e.srv, http.MethodGet, "/v1/spends/"+id, e.owner.TestKey, nil, nil), http.StatusOK)
+	mustStatus(t, call(t, e.srv, http.MethodGet, "/v1/approvals/"+apr, e.owner.TestKey, nil, nil), http.StatusOK)
+	// The spend is still pending: the refused cancel changed nothing.
+	if got := getSpend(t, e.srv, e.agentKey, id, "").Body["status"]; got != "pending_approval" {
+		t.Fatalf("status %v after another agent's cancel", got)
+	}
+	// The owner's events include approval.requested; an agent's never do
+	// (its audience is the owner only).
+	r := call(t, e.srv, http.MethodGet, "/v1/events?type=approval.*", e.agentKey, nil, nil)
+	if n := len(r.Body["data"].([]any)); n != 0 {
+		t.Fatalf("an agent sees %d owner-only events", n)
+	}
+	r = call(t, e.srv, http.MethodGet, "/v1/events?type=approval.*", e.owner.TestKey, nil, nil)
+	if n := len(r.Body["data"].([]any)); n == 0 {
+		t.Fatal("the owner does not see approval.requested")
+	}
+}

@@ -1,0 +1,71 @@
+package transport
+
+import (
+	"time"
+
+	"github.com/agentpay/guard/actors"
+)
+
+func (s *Server) listAgents(c *call) *apiError {
+	q, err := listParams(c)
+	if err != nil {
+		return err
+	}
+	if q.AgentID != "" {
+		return badParam(codeParameterUnknown, "agent_id", "agent_id is not a filter of the agent list; read one agent with GET /v1/agents/{id}.")
+	}
+	page, aerr := s.sys.ListAgents(c.who, q)
+	if aerr != nil {
+		return fromActors(aerr)
+	}
+	writeList(c, "/v1/agents", page)
+	return nil
+}
+
+// agentAction answers POST /v1/agents/{id}/pause, /resume and /archive.
+func (s *Server) agentAction(action string) handler {
+	return func(c *call) *apiError {
+		id, _ := c.ctx.UserValue("id").(string)
+		if len(c.ctx.PostBody()) > 0 {
+			return badParam(codeParameterInvalid, "", "This operation takes no body; send an empty request.")
+		}
+		ctx, cancel := requestContext(10 * time.Second)
+		defer cancel()
+		ag, err := s.sys.ChangeAgent(ctx, c.who, id, action)
+		if err != nil {
+			return fromActors(err)
+		}
+		writeJSON(c.ctx, 200, c.reqID, ag)
+		return nil
+	}
+}
+
+func (s *Server) listKeys(c *call) *apiError {
+	if n := c.ctx.QueryArgs().Len(); n > 0 {
+		return badParam(codeParameterUnknown, "", "GET /v1/keys takes no parameters.")
+	}
+	keys, err := s.sys.ListKeys(c.who)
+	if err != nil {
+		return fromActors(err)
+	}
+	if keys == nil {
+		keys = []actors.KeyView{}
+	}
+	writeJSON(c.ctx, 200, c.reqID, map[string]any{"object": "list", "data": keys, "has_more": false, "url": "/v1/keys"})
+	return nil
+}
+
+func (s *Server) revokeKey(c *call) *apiError {
+	id, _ := c.ctx.UserValue("id").(string)
+	if len(c.ctx.PostBody()) > 0 {
+		return badParam(codeParameterInvalid, "", "This operation takes no body; send an empty request.")
+	}
+	ctx, cancel := requestContext(10 * time.Second)
+	defer cancel()
+	k, err := s.sys.RevokeKey(ctx, c.who, id)
+	if err != nil {
+		return fromActors(err)
+	}
+	writeJSON(c.ctx, 200, c.reqID, k)
+	return nil
+}

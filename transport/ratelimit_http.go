@@ -1,0 +1,216 @@
+package transport
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/agentpay/guard/actors"
+	"github.com/agentpay/guard/transport/ratelimit"
+)
+
+// Rate limits on the wire (spec 4, 5.6 and 8.1).
+//
+// Which limits a request passes:
+//   - every request with a valid key: Key, per key id;
+//   - POST /v1/spends: also Spends and SpendsDaily, per agent;
+//   - POST /v1/spends/check: also Check, per agent;
+//   - owner administration writes: also AdminWrites, per key; creating a
+//     key also KeyChanges, per owner;
+//   - a missing or invalid key: InvalidKey, per client IP, counted on
+//     every 401; once it is used up the answer is 429 instead.
+//
+// The limits are taken in that order and the first refusal stops: a
+// request refused by Key takes nothing from Spends, one refused by Spends
+// (which refills in seconds) nothing from SpendsDaily (which refills over
+// a day). The RateLimit headers report the most constraining limit the
+// request passed, the one with the fewest requests left, or the one that
+// refused it. Unauthenticated routes are not limited and send no
+// RateLimit headers; neither does a 413, which the HTTP layer answers
+// before a route is chosen, nor an answer to a key that could not be
+// checked at all (the journal was unreadable: 503).
+//
+// InvalidKey is one bucket per IP whatever environment the bad key
+// claims, so alternating prefixes does not double the attempts.
+
+// sweepInterval is how often idle buckets are dropped (ratelimit.Sweep).
+const sweepInterval = time.Minute
+
+// limit takes one token from each named limit of the caller, in order,
+// and answers 429 at the first refusal. It records the decision the
+// RateLimit headers report and writes those headers, so that the answer
+// carries them whatever it turns out to be.
+func (s *Server) limit(c *call, names ...ratelimit.Name) *apiError {
+	if s.limits == nil {
+		return nil
+	}
+	for _, n := range names {
+		d := s.limits.Allow(n, c.who.Livemode, subject(n, c.who))
+		if d.Disabled {
+			// A limit of 0 marks a route absent from an environment
+			// (practice control in live); no route here passes such a
+			// limit, so there is nothing to count.
+			continue
+		}
+		if !d.Allowed {
+			setRate(c, d)
+			return rateLimited(n, c.who.Livemode, d)
+		}
+		if !c.hasRate || tighter(d, c.rate) {
+			setRate(c, d)
+		}
+	}
+	return nil
+}
+
+// invalidKey counts a missing or invalid key against the client's IP and
+// returns the answer: e (401) while the IP has attempts left, 429 once it
+// has none.
+func (s *Server) invalidKey(c *call, e *apiError) *apiError {
+	if s.limits == nil {
+		return e
+	}
+	d := s.limits.Allow(ratelimit.InvalidKey, false, c.ctx.RemoteIP().String())
+	setRate(c, d)
+	if !d.Allowed {
+		return rateLimited(ratelimit.InvalidKey, false, d)
+	}
+	return e
+}
+
+// subject is what limit n counts for principal p (see ratelimit.Name).
+func subject(n ratelimit.Name, p actors.Principal) string {
+	switch n {
+	case ratelimit.Spends, ratelimit.SpendsDaily, ratelimit.Check:
+		if p.AgentID != "" {
+			return p.AgentID
+		}
+	case ratelimit.KeyChanges, ratelimit.PracticeControl:
+		return p.OwnerID
+	}
+	return p.KeyID
+}
+
+// tighter reports whether a leaves fewer requests than b; on a tie, the
+// one that takes longer to refill.
+func tighter(a, b ratelimit.Decision) bool {
+	if a.Remaining != b.Remaining {
+		return a.Remaining < b.Remaining
+	}
+	return a.Reset > b.Reset
+}
+
+// setRate makes d the decision the RateLimit headers report and writes
+// them. Retry-After is written by writeError, from the apiError.
+func setRate(c *call, d ratelimit.Decision) {
+	c.rate, c.hasRate = d, true
+	limit, remaining, reset, _ := d.Headers()
+	h := &c.ctx.Response.Header
+	h.Set("RateLimit-Limit", limit)
+	h.Set("RateLimit-Remaining", remaining)
+	h.Set("RateLimit-Reset", reset)
+}
+
+// rateLimited is the 429 for a refusal by limit n.
+func rateLimited(n ratelimit.Name, livemode bool, d ratelimit.Decision) *apiError {
+	_, _, _, retry := d.Headers()
+	secs, _ := strconv.Atoi(retry)
+	env := "practice"
+	if livemode {
+		env = "live"
+	}
+	wait := "1 second"
+	if secs != 1 {
+		wait = retry + " seconds"
+	}
+	l := describeLimit(n)
+	msg := "Rate limit reached: " + l.what + ", " + strconv.Itoa(d.Limit) + " per " + l.window + " (" + env + ")"
+	if n == ratelimit.InvalidKey {
+		msg = "Rate limit reached: " + l.what + ", " + strconv.Itoa(d.Limit) + " per " + l.window +
+			". Check the key you send ('Authorization: Bearer svc_...')"
+	}
+	msg += ". Retry after " + wait + " (Retry-After); RateLimit-Remaining tells what is left."
+	return &apiError{code: codeRateLimited, message: msg, retryAfter: max(secs, 1)}
+}
+
+// limitText is how a 429 names a limit.
+type limitText struct{ what, window string }
+
+// limitTexts names each limit, with its window from the default table
+// (scaling changes rates, never windows).
+var limitTexts = sync.OnceValue(func() map[ratelimit.Name]limitText {
+	what := map[ratelimit.Name]string{
+		ratelimit.Key:             "requests with this key",
+		ratelimit.Spends:          "payment requests (POST /v1/spends) of this agent",
+		ratelimit.SpendsDaily:     "payment requests (POST /v1/spends) of this agent in a day",
+		ratelimit.Check:           "spend checks (POST /v1/spends/check) of this agent",
+		ratelimit.AdminWrites:     "administration writes with this key",
+		ratelimit.KeyChanges:      "keys created or rotated by this owner",
+		ratelimit.PracticeControl: "practice control requests of this owner",
+		ratelimit.InvalidKey:      "requests with a missing or invalid key from this IP address",
+	}
+	t := ratelimit.DefaultTable()
+	out := make(map[ratelimit.Name]limitText, len(what))
+	for n, w := range what {
+		out[n] = limitText{what: w, window: windowText(t.Practice[n].Window)}
+	}
+	return out
+})
+
+func describeLimit(n ratelimit.Name) limitText {
+	if l, ok := limitTexts()[n]; ok {
+		return l
+	}
+	return limitText{what: "requests (" + string(n) + ")", window: "window"}
+}
+
+// windowText says a window the way a person does: "minute", "10 minutes".
+func windowText(d time.Duration) string {
+	for _, u := range []struct {
+		d    time.Duration
+		name string
+	}{{24 * time.Hour, "day"}, {time.Hour, "hour"}, {time.Minute, "minute"}, {time.Second, "second"}} {
+		if d >= u.d && d%u.d == 0 {
+			if n := d / u.d; n > 1 {
+				return strconv.FormatInt(int64(n), 10) + " " + u.name + "s"
+			}
+			return u.name
+		}
+	}
+	return d.String()
+}
+
+// sweeper drops idle buckets from a limiter periodically, until stopped.
+type sweeper struct {
+	quit     chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
+}
+
+func startSweeper(l *ratelimit.Limiter, every time.Duration) *sweeper {
+	sw := &sweeper{quit: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(sw.done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-sw.quit:
+				return
+			case <-tick.C:
+				l.Sweep()
+			}
+		}
+	}()
+	return sw
+}
+
+// stop ends the sweeper and waits for it; safe to call more than once and
+// on a nil sweeper (limiting off).
+func (sw *sweeper) stop() {
+	if sw == nil {
+		return
+	}
+	sw.stopOnce.Do(func() { close(sw.quit) })
+	<-sw.done
+}

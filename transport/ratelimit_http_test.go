@@ -1,0 +1,455 @@
+package transport_test
+
+import (
+	"fmt"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentpay/guard/cmd/wire"
+	"github.com/agentpay/guard/internal/guardtest"
+)
+
+// The rate limits of spec 8.1 through the real listener, with the fake
+// clock driving the limiter: nothing refills until a test advances it.
+// Every test here runs with the limits of the spec (scale 1), not the
+// raised ones guardtest gives other tests.
+
+// startLimited is start with the limits of spec 8.1.
+func startLimited(t *testing.T, opts ...guardtest.Option) *env {
+	t.Helper()
+	return start(t, append([]guardtest.Option{guardtest.WithConfig(func(c *wire.Config) { c.RateLimitScale = 1 })}, opts...)...)
+}
+
+// rate is the RateLimit-* and Retry-After headers of one answer.
+type rate struct {
+	limit, remaining, reset int
+	retryAfter              int // 0: the header is absent
+}
+
+// rateOf reads the RateLimit headers, failing the test when one is
+// missing or not a whole number.
+func rateOf(t *testing.T, r guardtest.Response) rate {
+	t.Helper()
+	num := func(name string) int {
+		v := r.Header.Get(name)
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			t.Fatalf("answer %d: header %s = %q, want a whole number: %s", r.Status, name, v, r.Raw)
+		}
+		return n
+	}
+	rt := rate{limit: num("RateLimit-Limit"), remaining: num("RateLimit-Remaining"), reset: num("RateLimit-Reset")}
+	if r.Header.Get("Retry-After") != "" {
+		rt.retryAfter = num("Retry-After")
+	}
+	return rt
+}
+
+// noRateHeaders fails when r carries any rate limit header.
+func noRateHeaders(t *testing.T, what string, r guardtest.Response) {
+	t.Helper()
+	for _, h := range []string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"} {
+		if v := r.Header.Get(h); v != "" {
+			t.Errorf("%s: %s = %q, want no rate limit headers", what, h, v)
+		}
+	}
+}
+
+// wantAllowed checks an answer that passed its limits: the reported limit
+// and requests left, and no Retry-After.
+func wantAllowed(t *testing.T, what string, r guardtest.Response, limit, remaining int) {
+	t.Helper()
+	rt := rateOf(t, r)
+	if rt.limit != limit || rt.remaining != remaining {
+		t.Fatalf("%s: RateLimit-Limit %d, RateLimit-Remaining %d; want %d and %d", what, rt.limit, rt.remaining, limit, remaining)
+	}
+	if rt.retryAfter != 0 {
+		t.Errorf("%s: Retry-After %d on an allowed request", what, rt.retryAfter)
+	}
+}
+
+// want429 checks a refusal: the error body of api-decisions.md, the
+// headers of the limit that refused (nothing left), a Retry-After of
+// retryAfter seconds, and a message that names the limit (mention) and
+// the wait.
+func want429(t *testing.T, r guardtest.Response, limit, retryAfter int, mention string) {
+	t.Helper()
+	e := wantError(t, r, http.StatusTooManyRequests, "rate_limit_error", "rate_limited", "")
+	rt := rateOf(t, r)
+	if rt.limit != limit || rt.remaining != 0 || rt.retryAfter != retryAfter {
+		t.Errorf("429 headers: limit %d, remaining %d, Retry-After %d; want %d, 0, %d", rt.limit, rt.remaining, rt.retryAfter, limit, retryAfter)
+	}
+	if rt.reset < rt.retryAfter {
+		t.Errorf("429: RateLimit-Reset %d is before Retry-After %d", rt.reset, rt.retryAfter)
+	}
+	msg, _ := e["message"].(string)
+	if !strings.Contains(msg, mention) || !strings.Contains(msg, fmt.Sprintf("Retry after %d second", retryAfter)) {
+		t.Errorf("429 message %q should name %q and the wait of %d s", msg, mention, retryAfter)
+	}
+}
+
+// advance moves the fake clock by whole seconds.
+func advance(s *guardtest.Server, seconds int) { s.Clock.Advance(time.Duration(seconds) * time.Second) }
+
+// TestRateLimitSpendsPerAgent: 20 payments a minute plus a burst of 5 in
+// practice. The refused one does nothing: no spend, no change of the
+// balance or the list, and its Idempotency-Key stays free for the retry.
+func TestRateLimitSpendsPerAgent(t *testing.T) {
+	e := startLimited(t)
+	s := e.srv
+	body := spendBody("0.10", "api.vendor.com", "/report")
+	for i := range 25 {
+		r := spend(t, s, e.agentKey, newKey(), body)
+		mustStatus(t, r, http.StatusCreated)
+		// Of the key's 150, the agent's 25 a minute and 1000 a day, the
+		// per-minute allowance of the agent is the tightest.
+		wantAllowed(t, fmt.Sprintf("spend %d", i+1), r, 20, 24-i)
+	}
+	before := balance(t, s, e.agentKey)
+	count := spendCount(t, s, e.agentID)
+	last := newest(t, s, e.agentKey, "/v1/spends")
+
+	key := newKey()
+	r := spend(t, s, e.agentKey, key, body)
+	// One token every 60 s / 20 = 3 s.
+	want429(t, r, 20, 3, "POST /v1/spends")
+	if rt := rateOf(t, r); rt.reset != 75 {
+		t.Errorf("RateLimit-Reset %d, want 75 (25 tokens, one every 3 s)", rt.reset)
+	}
+
+	if after := balance(t, s, e.agentKey); !reflect.DeepEqual(after, before) {
+		t.Errorf("a refused spend changed the balance:\n before %v\n after  %v", before, after)
+	}
+	if n := spendCount(t, s, e.agentID); n != count {
+		t.Errorf("a refused spend was stored: %d spends, were %d", n, count)
+	}
+	if got := newest(t, s, e.agentKey, "/v1/spends"); got != last {
+		t.Errorf("the newest spend is %s after a refused spend, was %s", got, last)
+	}
+
+	// Retry-After later the same key and body create the spend: the
+	// refused request never used the key.
+	advance(s, 3)
+	r = spend(t, s, e.agentKey, key, body)
+	mustStatus(t, r, http.StatusCreated)
+	if r.Body["idempotent_replay"] != false || r.Body["status"] != "settled" {
+		t.Errorf("retry after the refusal: replay %v, status %v; want a new settled spend", r.Body["idempotent_replay"], r.Body["status"])
+	}
+	wantAllowed(t, "spend after Retry-After", r, 20, 0)
+	if n := spendCount(t, s, e.agentID); n != count+1 {
+		t.Errorf("%d spends after the retry, want %d", n, count+1)
+	}
+	// The same key again is now a replay of that spend.
+	mustStatus(t, spend(t, s, e.agentKey, key, body), http.StatusTooManyRequests)
+	advance(s, 3)
+	replay := spend(t, s, e.agentKey, key, body)
+	mustStatus(t, replay, http.StatusOK)
+	if replay.Body["id"] != r.Body["id"] {
+		t.Errorf("replay answered %v, want the spend %v", replay.Body["id"], r.Body["id"])
+	}
+}
+
+// TestRateLimitSpendsPerDayLive: live allows 200 payments a day per
+// agent (burst 0) and 10 a minute plus 5. A request the per-minute limit
+// refuses takes nothing from the daily one, so the day is spent only on
+// payments that went through.
+func TestRateLimitSpendsPerDayLive(t *testing.T) {
+	e := startLimited(t)
+	s := e.srv
+	_, key := s.NewAgent(t, e.owner.LiveKey, testPolicy)
+	// The live pool is empty: every payment is declined at once (201).
+	body := spendBody("1.00", "api.vendor.com", "/report")
+
+	first := spend(t, s, key, newKey(), body)
+	mustStatus(t, first, http.StatusCreated)
+	wantAllowed(t, "first live spend", first, 10, 14)
+
+	sent, refusedPerMinute, elapsed := 1, 0, 0
+	var lastOK guardtest.Response
+	for {
+		r := spend(t, s, key, newKey(), body)
+		if r.Status == http.StatusCreated {
+			sent++
+			lastOK = r
+			if sent > 260 {
+				t.Fatalf("%d live spends in %d s of fake time: the daily limit does not hold", sent, elapsed)
+			}
+			continue
+		}
+		e := wantError(t, r, http.StatusTooManyRequests, "rate_limit_error", "rate_limited", "")
+		if msg, _ := e["message"].(string); strings.Contains(msg, "in a day") {
+			// The daily limit: one token every 86400 s / 200 = 432 s.
+			rt := rateOf(t, r)
+			if rt.limit != 200 || rt.remaining != 0 || rt.retryAfter < 1 || rt.retryAfter > 432 {
+				t.Fatalf("daily 429 headers %+v, want limit 200, remaining 0, Retry-After in [1, 432]", rt)
+			}
+			// Let the per-minute limit refill too before the retry.
+			wait := max(rt.retryAfter, 6)
+			advance(s, wait)
+			mustStatus(t, spend(t, s, key, newKey(), body), http.StatusCreated)
+			break
+		}
+		want429(t, r, 10, 6, "POST /v1/spends")
+		refusedPerMinute++
+		advance(s, 6)
+		elapsed += 6
+	}
+	// 200 at once, plus what the day refilled over the fake minutes spent.
+	if wantMax := 200 + elapsed/432 + 1; sent < 200 || sent > wantMax {
+		t.Errorf("%d live spends before the daily limit refused (after %d s), want 200 to %d", sent, elapsed, wantMax)
+	}
+	if refusedPerMinute == 0 {
+		t.Error("the per-minute limit never refused")
+	}
+	// The last payment before the refusal was reported by the daily limit,
+	// then the tightest.
+	if rt := rateOf(t, lastOK); rt.limit != 200 || rt.remaining != 0 {
+		t.Errorf("last allowed spend: headers %+v, want the daily limit with nothing left", rt)
+	}
+}
+
+// TestRateLimitCheckPracticeAndLive: the simulation endpoint allows 60 a
+// minute plus 10 in practice and 30 plus 10 in live, per agent.
+func TestRateLimitCheckPracticeAndLive(t *testing.T) {
+	e := startLimited(t)
+	s := e.srv
+	_, liveKey := s.NewAgent(t, e.owner.LiveKey, testPolicy)
+	for _, tc := range []struct {
+		env        string
+		key        string
+		rate, more int
+		retryAfter int
+	}{
+		{"practice", e.agentKey, 60, 10, 1},
+		{"live", liveKey, 30, 10, 2},
+	} {
+		t.Run(tc.env, func(t *testing.T) {
+			check := func() guardtest.Response {
+				return call(t, s, http.MethodPost, "/v1/spends/check", tc.key, nil, `{"destination":"api.vendor.com","amount":"1.00"}`)
+			}
+			for i := range tc.rate + tc.more {
+				r := check()
+				mustStatus(t, r, http.StatusOK)
+				wantAllowed(t, fmt.Sprintf("check %d", i+1), r, tc.rate, tc.rate+tc.more-1-i)
+			}
+			want429(t, check(), tc.rate, tc.retryAfter, "POST /v1/spends/check")
+			advance(s, tc.retryAfter)
+			r := check()
+			mustStatus(t, r, http.StatusOK)
+			wantAllowed(t, "check after Retry-After", r, tc.rate, 0)
+		})
+	}
+}
+
+// TestRateLimitAdminWritesPerKey: 30 administration writes a minute plus
+// 10, per owner key. Reads with the same key and writes with another key
+// go on.
+func TestRateLimitAdminWritesPerKey(t *testing.T) {
+	e := startLimited(t)
+	s := e.srv
+	path := "/v1/agents/" + e.agentID + "/policy"
+	publish := func() guardtest.Response {
+		return call(t, s, http.MethodPost, path, e.owner.TestKey, nil, testPolicy)
+	}
+	// start created the agent and its key: 2 of the 40 are gone.
+	for i := range 38 {
+		r := publish()
+		mustStatus(t, r, http.StatusOK)
+		wantAllowed(t, fmt.Sprintf("write %d", i+3), r, 30, 37-i)
+	}
+	// One token every 60 s / 30 = 2 s.
+	want429(t, publish(), 30, 2, "administration writes")
+	dest := "/v1/agents/" + e.agentID + "/destinations"
+	want429(t, call(t, s, http.MethodPost, dest, e.owner.TestKey, nil, `{"pattern":"x.example.org","list":"blocked"}`), 30, 2, "administration writes")
+	want429(t, call(t, s, http.MethodDelete, dest+"/blocked/x.example.org", e.owner.TestKey, nil, nil), 30, 2, "administration writes")
+	want429(t, call(t, s, http.MethodPost, "/v1/agents", e.owner.TestKey, nil, `{"name":"one more"}`), 30, 2, "administration writes")
+
+	// A read is limited per key only: 150 at once, 44 used before it.
+	r := call(t, s, http.MethodGet, "/v1/agents/"+e.agentID, e.owner.TestKey, nil, nil)
+	mustStatus(t, r, http.StatusOK)
+	wantAllowed(t, "read with the throttled key", r, 120, 150-45)
+	// Another key of the same owner has its own allowance (live: 15 + 10).
+	r = call(t, s, http.MethodPost, "/v1/agents", e.owner.LiveKey, nil, `{"name":"live one"}`)
+	mustStatus(t, r, http.StatusCreated)
+	wantAllowed(t, "write with another key", r, 15, 24)
+
+	advance(s, 2)
+	r = publish()
+	mustStatus(t, r, http.StatusOK)
+	wantAllowed(t, "write after Retry-After", r, 30, 0)
+}
+
+// TestRateLimitKeyCreationsPerOwner: live owners may create 10 keys a day
+// (burst 0). A refused creation creates no key.
+func TestRateLimitKeyCreationsPerOwner(t *testing.T) {
+	e := startLimited(t)
+	s := e.srv
+	live := e.owner.LiveKey
+	var agents []string
+	for i := range 4 {
+		r := call(t, s, http.MethodPost, "/v1/agents", live, nil, fmt.Sprintf(`{"name":"keyed %d"}`, i))
+		mustStatus(t, r, http.StatusCreated)
+		agents = append(agents, r.Body["id"].(string))
+	}
+	newKeyFor := func(i int) guardtest.Response {
+		return call(t, s, http.MethodPost, "/v1/agents/"+agents[i/3]+"/keys", live, nil, nil)
+	}
+	for i := range 10 {
+		r := newKeyFor(i)
+		mustStatus(t, r, http.StatusCreated)
+		// Key creations (10 a day) are tighter than the key's writes (25).
+		wantAllowed(t, fmt.Sprintf("key %d", i+1), r, 10, 9-i)
+	}
+	// One key back every 86400 s / 10 = 8640 s.
+	r := newKeyFor(10)
+	want429(t, r, 10, 8640, "keys created or rotated")
+	if rt := rateOf(t, r); rt.reset != 86400 {
+		t.Errorf("RateLimit-Reset %d, want 86400", rt.reset)
+	}
+	advance(s, 8640)
+	// The refused creation left the agent's third key slot free.
+	r = newKeyFor(10)
+	mustStatus(t, r, http.StatusCreated)
+	wantAllowed(t, "key after Retry-After", r, 10, 0)
+	// The practice environment of the same owner counts on its own (50).
+	r = call(t, s, http.MethodPost, "/v1/agents/"+e.agentID+"/keys", e.owner.TestKey, nil, nil)
+	mustStatus(t, r, http.StatusCreated)
+	if rt := rateOf(t, r); rt.limit == 10 {
+		t.Errorf("a practice key creation was counted against the live limit: %+v", rt)
+	}
+}
+
+// TestRateLimitPerKey: every request with a key counts against it, 120 a
+// minute plus 30 in practice. A request the key's limit refuses takes
+// nothing from the route's own limits.
+func TestRateLimitPerKey(t *testing.T) {
+	e := startLimited(t)
+	s := e.srv
+	for i := range 150 {
+		r := call(t, s, http.MethodGet, "/v1/me", e.agentKey, nil, nil)
+		mustStatus(t, r, http.StatusOK)
+		wantAllowed(t, fmt.Sprintf("request %d", i+1), r, 120, 149-i)
+	}
+	// One token every 60 s / 120 = 0.5 s: Retry-After rounds up to 1.
+	want429(t, call(t, s, http.MethodGet, "/v1/balance", e.agentKey, nil, nil), 120, 1, "requests with this key")
+	want429(t, spend(t, s, e.agentKey, newKey(), spendBody("0.10", "api.vendor.com", "/r")), 120, 1, "requests with this key")
+	// Public routes ignore the key and are not limited.
+	r := call(t, s, http.MethodGet, "/healthz", e.agentKey, nil, nil)
+	mustStatus(t, r, http.StatusOK)
+	noRateHeaders(t, "GET /healthz", r)
+
+	// Another key of the same agent has its own allowance.
+	r = call(t, s, http.MethodPost, "/v1/agents/"+e.agentID+"/keys", e.owner.TestKey, nil, nil)
+	mustStatus(t, r, http.StatusCreated)
+	second, _ := r.Body["secret"].(string)
+	r = call(t, s, http.MethodGet, "/v1/me", second, nil, nil)
+	mustStatus(t, r, http.StatusOK)
+	wantAllowed(t, "the agent's second key", r, 120, 149)
+
+	// A second earns two tokens; the spend is the tightest on the key.
+	advance(s, 1)
+	r = spend(t, s, e.agentKey, newKey(), spendBody("0.10", "api.vendor.com", "/r"))
+	mustStatus(t, r, http.StatusCreated)
+	wantAllowed(t, "spend after Retry-After", r, 120, 1)
+}
+
+// TestRateLimitInvalidKeysPerIP: every 401 counts against the client's
+// IP, 30 per 10 minutes whatever the route or the key; the 31st bad
+// attempt is 429. Valid keys from the same IP are not affected.
+func TestRateLimitInvalidKeysPerIP(t *testing.T) {
+	e := startLimited(t)
+	s := e.srv
+	bad := []struct {
+		method, path, key string
+		headers           map[string]string
+	}{
+		{http.MethodGet, "/v1/me", "", nil},
+		{http.MethodGet, "/v1/balance", "svc_test_agent_nope", nil},
+		{http.MethodPost, "/v1/spends", "svc_live_agent_0000000000000000000000000000000000000000000", map[string]string{"Idempotency-Key": "k1"}},
+		{http.MethodGet, "/v1/spends", "", map[string]string{"Authorization": "Basic dXNlcjpwYXNz"}},
+		{http.MethodPost, "/v1/agents", "svc_test_owner_made_up", nil},
+	}
+	for i := range 30 {
+		b := bad[i%len(bad)]
+		r := call(t, s, b.method, b.path, b.key, b.headers, nil)
+		wantError(t, r, http.StatusUnauthorized, "authentication_error", "invalid_api_key", "")
+		wantAllowed(t, fmt.Sprintf("bad key %d", i+1), r, 30, 29-i)
+	}
+	// One attempt back every 600 s / 30 = 20 s.
+	for _, b := range bad {
+		want429(t, call(t, s, b.method, b.path, b.key, b.headers, nil), 30, 20, "missing or invalid key")
+	}
+	// A valid key from the same IP goes on.
+	r := call(t, s, http.MethodGet, "/v1/me", e.agentKey, nil, nil)
+	mustStatus(t, r, http.StatusOK)
+	wantAllowed(t, "a valid key from the same IP", r, 120, 149)
+
+	advance(s, 20)
+	r = call(t, s, http.MethodGet, "/v1/me", "svc_test_agent_nope", nil, nil)
+	wantError(t, r, http.StatusUnauthorized, "authentication_error", "invalid_api_key", "")
+	wantAllowed(t, "bad key after Retry-After", r, 30, 0)
+}
+
+// TestRateLimitHeaders: every answer of a keyed route carries the
+// RateLimit headers, successes and errors alike; routes without a key do
+// not, and neither does anything when the limits are switched off.
+func TestRateLimitHeaders(t *testing.T) {
+	e := start(t) // the raised limits guardtest gives every test
+	s := e.srv
+	sp := created(t, s, e.agentKey, spendBody("0.10", "api.vendor.com", "/r"))
+	id, _ := sp["id"].(string)
+	for _, c := range []struct {
+		method, path, key string
+		headers           map[string]string
+		body              any
+		status            int
+	}{
+		{http.MethodPost, "/v1/spends", e.agentKey, map[string]string{"Idempotency-Key": newKey()}, spendBody("0.10", "api.vendor.com", "/r"), 201},
+		{http.MethodPost, "/v1/spends/check", e.agentKey, nil, `{"destination":"api.vendor.com"}`, 200},
+		{http.MethodGet, "/v1/spends", e.agentKey, nil, nil, 200},
+		{http.MethodGet, "/v1/spends/" + id, e.owner.TestKey, nil, nil, 200},
+		{http.MethodGet, "/v1/balance", e.agentKey, nil, nil, 200},
+		{http.MethodGet, "/v1/policy", e.agentKey, nil, nil, 200},
+		{http.MethodGet, "/v1/me", e.owner.TestKey, nil, nil, 200},
+		{http.MethodGet, "/v1/events", e.agentKey, nil, nil, 200},
+		{http.MethodGet, "/v1/agents/" + e.agentID, e.owner.TestKey, nil, nil, 200},
+		{http.MethodGet, "/v1/agents/" + e.agentID + "/policy", e.owner.TestKey, nil, nil, 200},
+		{http.MethodPost, "/v1/agents/" + e.agentID + "/destinations", e.owner.TestKey, nil, `{"pattern":"x.example.org","list":"blocked"}`, 200},
+		// Errors of keyed routes: before the handler and inside it.
+		{http.MethodGet, "/v1/me", "", nil, nil, 401},
+		{http.MethodGet, "/v1/balance", e.owner.TestKey, nil, nil, 403},
+		{http.MethodGet, "/v1/me", e.agentKey, map[string]string{"Service-Version": "2020-01-01"}, nil, 400},
+		{http.MethodPost, "/v1/spends", e.agentKey, nil, spendBody("0.10", "api.vendor.com", "/r"), 400},
+		{http.MethodGet, "/v1/spends/spd_00000000000000000000000000000000", e.agentKey, nil, nil, 404},
+		{http.MethodPost, "/v1/spends/" + id + "/cancel", e.agentKey, nil, nil, 409},
+	} {
+		what := c.method + " " + c.path
+		r := call(t, s, c.method, c.path, c.key, c.headers, c.body)
+		if r.Status != c.status {
+			t.Errorf("%s answered %d, want %d: %s", what, r.Status, c.status, r.Raw)
+			continue
+		}
+		rt := rateOf(t, r)
+		if rt.limit <= 0 || rt.retryAfter != 0 {
+			t.Errorf("%s: rate headers %+v", what, rt)
+		}
+	}
+	for _, path := range []string{"/healthz", "/.well-known/jwks.json", "/v1/openapi.json", "/v1/nothing"} {
+		r := call(t, s, http.MethodGet, path, e.agentKey, nil, nil)
+		noRateHeaders(t, "GET "+path, r)
+	}
+
+	off := start(t, guardtest.WithConfig(func(c *wire.Config) { c.RateLimits = false }))
+	r := call(t, off.srv, http.MethodGet, "/v1/me", off.agentKey, nil, nil)
+	mustStatus(t, r, http.StatusOK)
+	noRateHeaders(t, "GET /v1/me with limits off", r)
+	for range 40 {
+		r = call(t, off.srv, http.MethodGet, "/v1/me", "svc_test_agent_nope", nil, nil)
+		wantError(t, r, http.StatusUnauthorized, "authentication_error", "invalid_api_key", "")
+	}
+	noRateHeaders(t, "401 with limits off", r)
+}
