@@ -443,7 +443,7 @@ func TestRateLimitHeaders(t *testing.T) {
 		noRateHeaders(t, "GET "+path, r)
 	}
 
-	off := start(t, guardtest.WithConfig(func(c *wire.Config) { c.RateLimits = false }))
+	off := start(t, guardtest.WithoutContract(), guardtest.WithConfig(func(c *wire.Config) { c.RateLimits = false }))
 	r := call(t, off.srv, http.MethodGet, "/v1/me", off.agentKey, nil, nil)
 	mustStatus(t, r, http.StatusOK)
 	noRateHeaders(t, "GET /v1/me with limits off", r)

@@ -43,18 +43,22 @@ func (s *Server) Do(t testing.TB, method, path, key string, headers map[string]s
 // instead of failing the test.
 func (s *Server) Send(method, path, key string, headers map[string]string, body any) (Response, error) {
 	var rd io.Reader
+	var sent []byte
 	switch b := body.(type) {
 	case nil:
 	case []byte:
-		rd = bytes.NewReader(b)
+		sent = b
 	case string:
-		rd = bytes.NewReader([]byte(b))
+		sent = []byte(b)
 	default:
 		enc, err := json.Marshal(b)
 		if err != nil {
 			return Response{}, fmt.Errorf("encoding the body of %s %s: %w", method, path, err)
 		}
-		rd = bytes.NewReader(enc)
+		sent = enc
+	}
+	if body != nil {
+		rd = bytes.NewReader(sent)
 	}
 	req, err := http.NewRequest(method, s.URL+path, rd)
 	if err != nil {
@@ -87,7 +91,23 @@ func (s *Server) Send(method, path, key string, headers map[string]string, body 
 	if json.Unmarshal(raw, &obj) == nil {
 		r.Body = obj
 	}
+	// The contract: every exchange a test makes is held to the OpenAPI
+	// document, so a field missing, misnamed or of the wrong type fails
+	// whichever test saw it.
+	if s.contract == nil {
+		return r, nil
+	}
+	if err := s.contract.Check(req, sent, resp.StatusCode, resp.Header, raw); err != nil {
+		return r, fmt.Errorf("the answer breaks the API contract: %w\nbody: %s", err, clipBody(raw))
+	}
 	return r, nil
+}
+
+func clipBody(b []byte) []byte {
+	if len(b) > 600 {
+		return append(b[:600:600], "..."...)
+	}
+	return b
 }
 
 // Owner is an owner and its two owner keys.

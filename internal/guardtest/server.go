@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentpay/guard/actors"
 	"github.com/agentpay/guard/cmd/wire"
+	"github.com/agentpay/guard/transport/openapi"
 )
 
 // Server is a running service and a client for it.
@@ -23,9 +24,13 @@ type Server struct {
 	// Clock is the fake clock given with WithClock, or nil on the wall clock.
 	Clock *FakeClock
 
-	svc    *wire.Service
-	client *http.Client
+	svc      *wire.Service
+	client   *http.Client
+	contract *openapi.Validator
 }
+
+// contract is built once: loading and checking the document is slow.
+var contract = sync.OnceValues(openapi.NewValidator)
 
 // Option adjusts how Start builds the service.
 type Option func(*options)
@@ -34,6 +39,7 @@ type options struct {
 	clock       *FakeClock
 	configs     []func(*wire.Config)
 	commitFault func(records int) error
+	noContract  bool
 }
 
 // WithClock runs the service on c instead of the wall clock.
@@ -50,6 +56,11 @@ func WithConfig(f func(*wire.Config)) Option {
 func WithCommitFault(f func(records int) error) Option {
 	return func(o *options) { o.commitFault = f }
 }
+
+// WithoutContract stops checking exchanges against the OpenAPI document,
+// for a service deliberately configured outside what the document
+// describes (rate limiting switched off sends no RateLimit headers).
+func WithoutContract() Option { return func(o *options) { o.noContract = true } }
 
 // TestRateLimitScale is the rate limit scale Start sets before the
 // test's WithConfig functions run: tests send requests far faster than
@@ -92,7 +103,13 @@ func Start(t testing.TB, opts ...Option) *Server {
 	served := make(chan error, 1)
 	go func() { served <- svc.Serve(ln) }()
 
-	s := &Server{URL: "http://" + ln.Addr().String(), Clock: o.clock, svc: svc,
+	var v *openapi.Validator
+	if !o.noContract {
+		if v, err = contract(); err != nil {
+			t.Fatalf("guardtest: loading the OpenAPI document: %v", err)
+		}
+	}
+	s := &Server{URL: "http://" + ln.Addr().String(), Clock: o.clock, svc: svc, contract: v,
 		client: &http.Client{Transport: &http.Transport{}, Timeout: 60 * time.Second}}
 	t.Cleanup(func() {
 		// The client leaves first, as clients do: a pooled connection that
