@@ -113,6 +113,7 @@ func (s *System) CreateAgent(ctx context.Context, p Principal, name string, in *
 	c.put(bAgents, []byte(ag.ID), ag)
 	c.putRaw(bOwnerAgents, join(p.OwnerID, string(p.Env()), ag.ID), nil)
 	c.put(bPolicies, versionKey(ag.ID, 1), pol)
+	c.putRaw(bPolicyIDs, []byte(pol.ID), versionKey(ag.ID, 1))
 	c.put(bLedgers, []byte(ag.ID), policy.Ledger{})
 	c.event(env, ag.ID, "agent.created", ag, audienceOwner, now)
 	t := s.commit(s.store.Gen(), env, c)
@@ -221,8 +222,8 @@ func (a *agentActor) publish(m *publishPolicy) {
 	c := &change{}
 	a.env.mu.Lock()
 	c.put(bPolicies, versionKey(a.id, pol.Version), pol)
-	ref := map[string]any{"id": pol.ID, "object": "policy", "agent_id": a.id, "version": pol.Version, "hash": pol.Hash,
-		"effective_at": pol.EffectiveAt}
+	c.putRaw(bPolicyIDs, []byte(pol.ID), versionKey(a.id, pol.Version))
+	ref := policyRef(&pol)
 	if loosens {
 		c.event(a.env, a.id, "policy.change_requested", ref, audienceOwner, now)
 	} else {
@@ -236,9 +237,9 @@ func (a *agentActor) publish(m *publishPolicy) {
 		pol.Paused = a.agent.Status == AgentPaused
 		a.policy = pol
 	} else {
-		a.sys.clock.AfterFunc(eff.Sub(now), func() {
-			a.sys.send(a.id, &reloadAgent{reply: make(chan error, 1)})
-		})
+		// The new version is not durable yet, so the store cannot show it
+		// to applyDuePolicy: arm its timer here.
+		a.sys.sendAfter(eff.Sub(now), a.id, &reloadAgent{reply: make(chan error, 1)})
 	}
 	m.reply <- publishReply{policy: pol, ticket: t}
 }

@@ -213,6 +213,15 @@ func (s *System) RevokeKey(ctx context.Context, p Principal, keyID string) (KeyV
 	if err != nil {
 		return KeyView{}, err
 	}
+	s.keyChangeMu.Lock()
+	defer s.keyChangeMu.Unlock()
+	// Read again under the lock: a rotation may have changed the key.
+	if ok, err := s.getJSON(bKeys, []byte(keyID), &k); err != nil || !ok {
+		return KeyView{}, ErrUnavailable
+	}
+	if k.RevokedAt != nil {
+		return k.View(), nil
+	}
 	now := s.clock.Now()
 	k.RevokedAt = &now
 	c := &change{}

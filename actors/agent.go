@@ -99,6 +99,8 @@ func (a *agentActor) Receive(ctx actor.Context) {
 		a.publishView()
 		ctx.SetReceiveTimeout(a.sys.cfg.IdleTimeout)
 		if a.loaded {
+			a.applyDuePolicy()
+			a.publishView()
 			a.resumeOpenWork()
 		}
 		return
@@ -163,6 +165,13 @@ func (a *agentActor) Receive(ctx actor.Context) {
 	case *pingAgent:
 		a.received++
 		msg.reply <- a.lastTicket
+	case *cancelPolicyChange:
+		a.received++
+		if !a.loaded {
+			msg.reply <- policyChangeReply{err: a.loadErr}
+			return
+		}
+		a.cancelChange(msg)
 	case *agentAction:
 		a.received++
 		if !a.loaded {

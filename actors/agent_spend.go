@@ -120,26 +120,16 @@ func idMillis(id string) (int64, bool) {
 	return ms, true
 }
 
-// loadPolicy picks the newest version already in effect.
+// loadPolicy picks the newest version in effect.
 func (a *agentActor) loadPolicy(now time.Time) error {
-	found := false
-	err := a.sys.store.Scan(bPolicies, prefixOf(a.id), nil, true, func(_, v []byte) bool {
-		var p policy.Policy
-		if json.Unmarshal(v, &p) != nil {
-			return true
-		}
-		if !p.EffectiveAt.After(now) {
-			a.policy, found = p, true
-			return false
-		}
-		return true
-	})
+	p, found, err := effectivePolicy(a.sys.store, a.id, now)
 	if err != nil {
 		return ErrUnavailable
 	}
 	if !found {
 		return errorf(CodeNotFound, "Agent %s has no policy in effect.", a.id)
 	}
+	a.policy = p
 	a.policy.Paused = a.agent.Status == AgentPaused
 	return nil
 }
@@ -149,7 +139,9 @@ func (a *agentActor) reloadPolicy() {
 	if ok, err := a.sys.getJSON(bAgents, []byte(a.id), &ag); err == nil && ok {
 		a.agent = ag
 	}
-	_ = a.loadPolicy(a.now())
+	if a.loadPolicy(a.now()) == nil {
+		a.applyDuePolicy()
+	}
 }
 
 // resumeOpenWork restarts what a previous incarnation left: expiry timers,
@@ -443,6 +435,7 @@ func (a *agentActor) settle(c *change, sp *policy.Spend, o policy.RailOutcome, n
 	a.ledger.Settle(sp.ID, price, now)
 	a.env.state.Held = a.env.state.Held.Sub(sp.Amount)
 	a.env.state.Balance = a.env.state.Balance.Sub(price)
+	a.sys.noteLowBalance(c, a.env, now)
 	sp.Settle(o, rid, now)
 	if rid == "" {
 		sp.Settlement.ReceiptID = nil

@@ -153,17 +153,7 @@ func (s *System) Policy(p Principal, agentID string) (policy.Policy, error) {
 	} else if !ok || !s.visible(p, agentID, ag.Livemode) {
 		return policy.Policy{}, errorf(CodeNotFound, "No agent %s exists.", agentID)
 	}
-	now := s.clock.Now()
-	var out policy.Policy
-	found := false
-	err := s.store.Scan(bPolicies, prefixOf(agentID), nil, true, func(_, v []byte) bool {
-		var pol policy.Policy
-		if json.Unmarshal(v, &pol) == nil && !pol.EffectiveAt.After(now) {
-			out, found = pol, true
-			return false
-		}
-		return true
-	})
+	out, found, err := effectivePolicy(s.store, agentID, s.clock.Now())
 	if err != nil {
 		return out, ErrUnavailable
 	}

@@ -167,15 +167,6 @@ func Audit(store *persistence.Store, initialPool map[string]policy.Amount) Audit
 }
 
 func latestPolicy(store *persistence.Store, agentID string) (policy.Policy, bool) {
-	var p policy.Policy
-	found := false
-	now := time.Now()
-	_ = store.Scan(bPolicies, prefixOf(agentID), nil, true, func(_, v []byte) bool {
-		if json.Unmarshal(v, &p) == nil && !p.EffectiveAt.After(now) {
-			found = true
-			return false
-		}
-		return true
-	})
+	p, found, _ := effectivePolicy(store, agentID, time.Now())
 	return p, found
 }

@@ -8,25 +8,27 @@ import (
 // questions the service asks: an agent's spends newest first, its active
 // spends at activation, an environment's events in sequence order.
 const (
-	bOwners      = "owners"       // owner id -> Owner
-	bOwnerEmails = "owner_emails" // lower-case e-mail -> owner id
-	bEnvs        = "envs"         // owner id|env -> EnvState
-	bAgents      = "agents"       // agent id -> Agent
-	bOwnerAgents = "owner_agents" // owner id|env|agent id -> ""
-	bPolicies    = "policies"     // agent id|version(8) -> Policy
-	bKeys        = "keys"         // key id -> APIKey
-	bKeyDigests  = "key_digests"  // sha256(secret) hex -> key id
-	bLedgers     = "ledgers"      // agent id -> Ledger counters
-	bSpends      = "spends"       // spend id -> Spend
-	bAgentSpends = "agent_spends" // agent id|spend id -> "" (ids sort by time)
-	bEnvSpends   = "env_spends"   // owner id|env|spend id -> agent id
-	bActive      = "active"       // agent id|spend id -> "" while a spend holds allowance
-	bIdem        = "idempotency"  // agent id|key -> idemRecord
-	bEvents      = "events"       // owner id|env|sequence(8) -> StoredEvent
-	bEventIDs    = "event_ids"    // event id -> sequence(8), for list cursors
-	bReceipts    = "receipts"     // receipt id -> Receipt
-	bApprovals   = "approvals"    // approval id -> spend id
-	bMeta        = "service_meta" // misc singletons
+	bOwners        = "owners"         // owner id -> Owner
+	bOwnerEmails   = "owner_emails"   // lower-case e-mail -> owner id
+	bEnvs          = "envs"           // owner id|env -> EnvState
+	bAgents        = "agents"         // agent id -> Agent
+	bOwnerAgents   = "owner_agents"   // owner id|env|agent id -> ""
+	bPolicies      = "policies"       // agent id|version(8) -> Policy
+	bPolicyIDs     = "policy_ids"     // policy id -> agent id|version(8)
+	bPolicyCancels = "policy_cancels" // policy id -> cancelled at (a loosening that never applies)
+	bKeys          = "keys"           // key id -> APIKey
+	bKeyDigests    = "key_digests"    // sha256(secret) hex -> key id
+	bLedgers       = "ledgers"        // agent id -> Ledger counters
+	bSpends        = "spends"         // spend id -> Spend
+	bAgentSpends   = "agent_spends"   // agent id|spend id -> "" (ids sort by time)
+	bEnvSpends     = "env_spends"     // owner id|env|spend id -> agent id
+	bActive        = "active"         // agent id|spend id -> "" while a spend holds allowance
+	bIdem          = "idempotency"    // agent id|key -> idemRecord
+	bEvents        = "events"         // owner id|env|sequence(8) -> StoredEvent
+	bEventIDs      = "event_ids"      // event id -> sequence(8), for list cursors
+	bReceipts      = "receipts"       // receipt id -> Receipt
+	bApprovals     = "approvals"      // approval id -> spend id
+	bMeta          = "service_meta"   // misc singletons
 )
 
 func join(parts ...string) []byte {

@@ -53,6 +53,13 @@ type EnvState struct {
 	// carries.
 	ReceiptChain string `json:"receipt_chain"`
 	ActiveAgents int    `json:"active_agents"`
+	// LowBalanceThreshold is the pool_available below which the owner is
+	// warned with wallet.low_balance; zero warns never.
+	LowBalanceThreshold policy.Amount `json:"low_balance_threshold"`
+	// BelowLowBalance records that pool_available was below the threshold
+	// when last checked and the owner was warned, so the warning is sent
+	// once per crossing (see noteLowBalance).
+	BelowLowBalance bool `json:"below_low_balance,omitempty"`
 }
 
 // Agent statuses.
@@ -97,6 +104,8 @@ type APIKey struct {
 	ExpiresAt time.Time  `json:"expires_at"`
 	CreatedAt time.Time  `json:"created_at"`
 	RevokedAt *time.Time `json:"revoked_at"`
+	// GracePeriodEndsAt is set on a rotated key: it works until then.
+	GracePeriodEndsAt *time.Time `json:"grace_period_ends_at,omitempty"`
 }
 
 // KeyView is a key as the API shows it: never the secret, never its
@@ -113,12 +122,16 @@ type KeyView struct {
 	ExpiresAt time.Time  `json:"expires_at"`
 	CreatedAt time.Time  `json:"created_at"`
 	RevokedAt *time.Time `json:"revoked_at"`
+	// GracePeriodEndsAt is when a rotated key stops working; null for a
+	// key never rotated.
+	GracePeriodEndsAt *time.Time `json:"grace_period_ends_at"`
 }
 
 // View is the key's public form.
 func (k APIKey) View() KeyView {
 	v := KeyView{ID: k.ID, Object: "api_key", Kind: k.Kind, Livemode: k.Livemode, Prefix: k.Prefix, Last4: k.Last4,
 		Scope: k.Scope, ExpiresAt: k.ExpiresAt, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+	v.GracePeriodEndsAt = k.GracePeriodEndsAt
 	if k.AgentID != "" {
 		id := k.AgentID
 		v.AgentID = &id

@@ -112,9 +112,15 @@ type System struct {
 	envMu sync.Mutex
 	envs  map[string]*envLedger
 
-	keyCache sync.Map // key digest -> *APIKey
-	keyMu    sync.Mutex
-	keyEpoch atomic.Uint64 // moves on every forgetKey
+	// keyChangeMu serializes the key changes whose checks read the store:
+	// rotations (a key is rotated once), revocations and owner key
+	// creations (the quota). A check and its commit must not interleave
+	// with another's, and a change is readable only once durable, so the
+	// lock is held until the journal record is. These changes are rare.
+	keyChangeMu sync.Mutex
+	keyCache    sync.Map // key digest -> *APIKey
+	keyMu       sync.Mutex
+	keyEpoch    atomic.Uint64 // moves on every forgetKey
 
 	hub    *hub
 	timers *expiryTimers

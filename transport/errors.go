@@ -60,6 +60,7 @@ var errorTable = map[string]errorClass{
 	string(actors.CodeIdempotencyInProgress): {409, "idempotency_error"},
 	string(actors.CodeCancelTooLate):         {409, "invalid_request_error"},
 	string(actors.CodeConflict):              {409, "invalid_request_error"},
+	string(actors.CodeDepositFailed):         {409, "invalid_request_error"},
 	string(actors.CodeQuotaExceeded):         {409, "invalid_request_error"},
 	codeBodyTooLarge:                         {413, "invalid_request_error"},
 	codeRateLimited:                          {429, "rate_limit_error"},

@@ -111,14 +111,8 @@ func (s *Server) getAgent(c *call) *apiError {
 
 func (s *Server) createAgentKey(c *call) *apiError {
 	id, _ := c.ctx.UserValue("id").(string)
-	if len(c.ctx.PostBody()) > 0 {
-		if err := requireJSON(c); err != nil {
-			return err
-		}
-		var empty struct{}
-		if err := decodeStrict(c.ctx.PostBody(), &empty); err != nil {
-			return err
-		}
+	if err := optionalEmptyBody(c); err != nil {
+		return err
 	}
 	ctx, cancel := requestContext(10 * time.Second)
 	defer cancel()
@@ -211,4 +205,17 @@ func (s *Server) removeDestination(c *call) *apiError {
 		return fromActors(eerr)
 	}
 	return s.publish(c, id, edit)
+}
+
+// optionalEmptyBody accepts no body or an empty JSON object, and refuses
+// anything else by name.
+func optionalEmptyBody(c *call) *apiError {
+	if len(c.ctx.PostBody()) == 0 {
+		return nil
+	}
+	if err := requireJSON(c); err != nil {
+		return err
+	}
+	var empty struct{}
+	return decodeStrict(c.ctx.PostBody(), &empty)
 }

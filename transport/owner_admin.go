@@ -69,3 +69,18 @@ func (s *Server) revokeKey(c *call) *apiError {
 	writeJSON(c.ctx, 200, c.reqID, k)
 	return nil
 }
+
+func (s *Server) cancelPolicyChange(c *call) *apiError {
+	id, _ := c.ctx.UserValue("id").(string)
+	if len(c.ctx.PostBody()) > 0 {
+		return badParam(codeParameterInvalid, "", "This operation takes no body; send an empty request.")
+	}
+	ctx, cancel := requestContext(10 * time.Second)
+	defer cancel()
+	pc, err := s.sys.CancelPolicyChange(ctx, c.who, id)
+	if err != nil {
+		return fromActors(err)
+	}
+	writeJSON(c.ctx, 200, c.reqID, pc)
+	return nil
+}

@@ -135,6 +135,12 @@ func (s *Server) routes(r *router.Router) {
 	r.POST("/v1/agents/{id}/policy", s.wrap(s.ownerOnly(s.publishPolicy, ratelimit.AdminWrites)))
 	r.POST("/v1/agents/{id}/destinations", s.wrap(s.ownerOnly(s.addDestination, ratelimit.AdminWrites)))
 	r.DELETE("/v1/agents/{id}/destinations/{list}/{pattern}", s.wrap(s.ownerOnly(s.removeDestination, ratelimit.AdminWrites)))
+	r.POST("/v1/keys/{id}/rotate", s.wrap(s.ownerOnly(s.rotateKey, ratelimit.AdminWrites, ratelimit.KeyChanges)))
+	r.POST("/v1/owner_keys", s.wrap(s.ownerOnly(s.createOwnerKey, ratelimit.AdminWrites, ratelimit.KeyChanges)))
+	r.GET("/v1/funding", s.wrap(s.ownerOnly(s.getFunding)))
+	r.POST("/v1/funding", s.wrap(s.ownerOnly(s.updateFunding, ratelimit.AdminWrites)))
+	r.POST("/v1/test/deposits", s.wrap(s.ownerOnly(s.testDeposit, ratelimit.PracticeControl)))
+	r.POST("/v1/policy_changes/{id}/cancel", s.wrap(s.ownerOnly(s.cancelPolicyChange, ratelimit.AdminWrites)))
 }
 
 // Serve serves on ln until Shutdown.

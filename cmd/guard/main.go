@@ -2,6 +2,7 @@
 //
 //	guard serve [-config FILE] [-addr HOST:PORT] [-data DIR] [-dev]
 //	guard owner create -data DIR -name NAME -email EMAIL   (password on stdin)
+//	guard agents|keys|policy COMMAND ...                   (a running server, owner key)
 package main
 
 import (
@@ -27,6 +28,19 @@ const usage = `usage:
   guard serve [-config FILE] [-addr HOST:PORT] [-data DIR] [-dev]
   guard owner create -data DIR -name NAME -email EMAIL   (password on stdin)
 
+Administration of a running server with an owner key:
+  guard agents list
+  guard agents create -name NAME [-policy FILE.json]
+  guard agents pause|resume|archive AGENT_ID
+  guard keys list
+  guard keys create AGENT_ID
+  guard keys revoke KEY_ID
+  guard keys rotate KEY_ID [-grace-hours N]
+  guard policy show AGENT_ID
+  guard policy set AGENT_ID -file FILE.json
+These take -server URL (or GUARD_SERVER, default ` + defaultServer + `),
+-key KEY (or GUARD_OWNER_KEY) and -json; "guard agents -h" and so on for more.
+
 Every serve setting also reads from the config file and GUARD_* variables.`
 
 // Run executes one command; it returns when the command is done or ctx ends.
@@ -43,6 +57,9 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return fmt.Errorf("usage: guard owner create -data DIR -name NAME -email EMAIL")
 		}
 		return ownerCreate(ctx, args[2:], stdin, stdout, getenv)
+	case "agents", "keys", "policy":
+		cio := cliIO{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
+		return runGroup(cio, map[string]cmdGroup{"agents": agentsGroup, "keys": keysGroup, "policy": policyGroup}[args[0]], args[1:])
 	case "help", "-h", "--help":
 		fmt.Fprintln(stdout, usage)
 		return nil

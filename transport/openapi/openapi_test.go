@@ -54,6 +54,7 @@ func TestDocumentLoadsAndValidates(t *testing.T) {
 		"NextAction", "Sandbox", "PauseDetail", "RailError", "ProcessingDetail", "Policy", "Balance",
 		"SpendCheck", "Me", "MeAgent", "MeOwner", "Event", "SpendList", "EventList", "Approval", "Receipt",
 		"Agent", "ApiKey", "CreatedKey", "JWKS", "Error", "DeclineReason", "EventType", "SpendStatus",
+		"KeyRotate", "Funding", "FundingUpdate", "DepositCreate", "DepositCreated", "FundingEventObject", "WalletEventObject",
 	} {
 		if doc.Components.Schemas[name] == nil {
 			t.Errorf("schema %s is missing", name)
@@ -440,6 +441,10 @@ func TestServerMatchesDocument(t *testing.T) {
 	h.want(h.do("GET", "/v1/keys", owner, nil, ""), 200, "")
 	h.want(h.do("GET", "/v1/keys?x=1", owner, nil, ""), 400, "parameter_unknown")
 	other := h.want(h.do("POST", "/v1/agents", owner, nil, `{"name":"loose"}`), 201, "")
+	h.clock.Advance(time.Minute) // the administration writes above used this key's burst
+	waiting := h.want(h.do("POST", "/v1/agents/"+other.str("id")+"/policy", owner, nil, `{"daily_cap":"60.00","trusted_destinations":["new.example.org"]}`), 200, "")
+	h.want(h.do("POST", "/v1/policy_changes/"+waiting.str("id")+"/cancel", owner, nil, ""), 200, "")
+	h.want(h.do("POST", "/v1/policy_changes/pol_00000000000000000000000000000000/cancel", owner, nil, ""), 404, "resource_missing")
 	h.want(h.do("POST", "/v1/agents/"+other.str("id")+"/pause", owner, nil, ""), 200, "")
 	h.want(h.do("POST", "/v1/agents/"+other.str("id")+"/resume", owner, nil, ""), 200, "")
 	h.want(h.do("POST", "/v1/agents/agt_00000000000000000000000000000000/pause", owner, nil, ""), 404, "resource_missing")
@@ -628,6 +633,45 @@ func TestServerMatchesDocument(t *testing.T) {
 	h.want(h.do("GET", "/v1/events?kind=spend", owner, nil, ""), 400, "parameter_unknown")
 	h.want(h.do("GET", "/v1/events?agent_id="+other.str("id"), agent, nil, ""), 400, "parameter_invalid")
 	h.want(h.do("GET", "/v1/events", "", nil, ""), 401, "invalid_api_key")
+
+	// Key rotation and owner keys.
+	rotKey := h.want(h.do("POST", "/v1/agents/"+other.str("id")+"/keys", owner, nil, ""), 201, "")
+	h.want(h.do("POST", "/v1/keys/"+rotKey.str("id")+"/rotate", owner, nil, `{"grace_period_hours":169}`), 400, "parameter_invalid")
+	h.want(h.do("POST", "/v1/keys/"+rotKey.str("id")+"/rotate", owner, nil, `{"grace_period_hours":"24"}`), 400, "parameter_invalid")
+	rotated := h.want(h.do("POST", "/v1/keys/"+rotKey.str("id")+"/rotate", owner, nil, ""), 201, "")
+	h.want(h.do("POST", "/v1/keys/"+rotated.str("id")+"/rotate", owner, nil, `{"grace_period_hours":0}`), 201, "")
+	h.want(h.do("POST", "/v1/keys/"+rotKey.str("id")+"/rotate", owner, nil, ""), 409, "state_conflict")
+	h.want(h.do("POST", "/v1/keys/"+spareKey.str("id")+"/rotate", owner, nil, ""), 409, "state_conflict")
+	h.want(h.do("POST", "/v1/keys/key_00000000000000000000000000000000/rotate", owner, nil, ""), 404, "resource_missing")
+	h.want(h.do("POST", "/v1/keys/"+rotKey.str("id")+"/rotate", agent, nil, ""), 403, "key_kind_not_allowed")
+	h.want(h.do("GET", "/v1/keys", owner, nil, ""), 200, "")
+	h.want(h.do("POST", "/v1/owner_keys", owner, nil, ""), 201, "")
+	h.want(h.do("POST", "/v1/owner_keys", owner, nil, `{}`), 201, "")
+	h.want(h.do("POST", "/v1/owner_keys", owner, nil, ""), 409, "quota_exceeded")
+	h.want(h.do("POST", "/v1/owner_keys", owner, nil, `{"kind":"owner"}`), 400, "parameter_unknown")
+	h.want(h.do("POST", "/v1/owner_keys", agent, nil, ""), 403, "key_kind_not_allowed")
+
+	// Funding and practice deposits.
+	h.want(h.do("GET", "/v1/funding", owner, nil, ""), 200, "")
+	h.want(h.do("GET", "/v1/funding", liveOwner, nil, ""), 200, "")
+	h.want(h.do("GET", "/v1/funding?x=1", owner, nil, ""), 400, "parameter_unknown")
+	h.want(h.do("GET", "/v1/funding", agent, nil, ""), 403, "key_kind_not_allowed")
+	h.want(h.do("POST", "/v1/funding", owner, nil, `{"reserve_floor":"1.00","low_balance_threshold":"100000.00"}`), 200, "")
+	h.want(h.do("POST", "/v1/funding", owner, nil, `{"reserve_floor":"0","low_balance_threshold":"0"}`), 200, "")
+	h.want(h.do("POST", "/v1/funding", owner, nil, `{"reserve_floor":"-1"}`), 400, "parameter_invalid")
+	h.want(h.do("POST", "/v1/funding", owner, nil, `{"low_balance_threshold":5}`), 400, "parameter_invalid")
+	h.want(h.do("POST", "/v1/funding", owner, nil, `{"reserve_floor":"99999999.00"}`), 400, "parameter_invalid")
+	h.want(h.do("POST", "/v1/funding", owner, nil, `{"floor":"1.00"}`), 400, "parameter_unknown")
+	h.want(h.do("POST", "/v1/funding", agent, nil, `{}`), 403, "key_kind_not_allowed")
+	h.want(h.do("POST", "/v1/test/deposits", owner, nil, `{"amount":"25.50"}`), 201, "")
+	h.want(h.do("POST", "/v1/test/deposits", owner, nil, `{"amount":"0"}`), 400, "amount_invalid")
+	h.want(h.do("POST", "/v1/test/deposits", owner, nil, `{}`), 400, "parameter_missing")
+	h.want(h.do("POST", "/v1/test/deposits", owner, nil, `{"amount":"999999.00"}`), 409, "deposit_failed")
+	h.want(h.do("POST", "/v1/test/deposits", liveOwner, nil, `{"amount":"1.00"}`), 404, "resource_missing")
+	h.want(h.do("POST", "/v1/test/deposits", agent, nil, `{"amount":"1.00"}`), 403, "key_kind_not_allowed")
+	h.want(h.do("GET", "/v1/events?type=funding.*", owner, nil, ""), 200, "")
+	h.want(h.do("GET", "/v1/events?type=api_key.*", owner, nil, ""), 200, "")
+	h.want(h.do("GET", "/v1/events?type=wallet.low_balance", owner, nil, ""), 200, "")
 
 	// The live environment: no practice markers, an empty pool.
 	liveAgent := h.want(h.do("POST", "/v1/agents", liveOwner, nil, `{"name":"live","policy":{"trusted_destinations":["api.vendor.com"]}}`), 201, "")

@@ -170,8 +170,14 @@ func TestRateLimitedAnswersMatchDocument(t *testing.T) {
 		{"POST", "/v1/agents/" + agt + "/pause", owner, ""},
 		{"POST", "/v1/agents/" + agt + "/resume", owner, ""},
 		{"POST", "/v1/agents/" + agt + "/archive", owner, ""},
+		{"POST", "/v1/policy_changes/pol_00000000000000000000000000000000/cancel", owner, ""},
 		{"GET", "/v1/keys", owner, ""},
 		{"POST", "/v1/keys/key_00000000000000000000000000000000/revoke", owner, ""},
+		{"POST", "/v1/keys/key_00000000000000000000000000000000/rotate", owner, ""},
+		{"POST", "/v1/owner_keys", owner, ""},
+		{"GET", "/v1/funding", owner, ""},
+		{"POST", "/v1/funding", owner, `{}`},
+		{"POST", "/v1/test/deposits", owner, `{"amount":"1.00"}`},
 	} {
 		r := h.do(c.method, c.path, c.key, map[string]string{"Idempotency-Key": "rl-key"}, c.body)
 		h.want(r, 429, "rate_limited")

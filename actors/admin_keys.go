@@ -1,0 +1,139 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Key rotation (spec 5.4, 8.2): the old key keeps working for an overlap
+// of at most 7 days.
+const (
+	DefaultGracePeriodHours = 24
+	MaxGracePeriodHours     = 168
+)
+
+// RotateKey replaces one of the owner's keys: a new key of the same kind,
+// agent and environment, whose secret is returned once, while the old key
+// keeps working for graceHours (0 to 168; 0 ends it at once) and then gets
+// the 401 of any expired key. The old key's expires_at moves to the end of
+// the grace period when that is earlier, so the ordinary expiry check ends
+// it.
+//
+// The new key is not counted against the quota of keys per agent: during
+// the overlap an agent may hold one key more than the quota allows (and
+// cannot get another new key until the old one has ended). A revoked or
+// expired key cannot be rotated, nor a key already rotated (rotate its
+// successor instead). Emits api_key.created for the new key and
+// api_key.rotated for the old one, whose object carries
+// grace_period_ends_at, in one journal record.
+func (s *System) RotateKey(ctx context.Context, p Principal, keyID string, graceHours int) (CreatedKey, error) {
+	if p.Kind != KindOwner {
+		return CreatedKey{}, errorf(CodeInvalidRequest, "Only an owner key can rotate keys.")
+	}
+	if graceHours < 0 || graceHours > MaxGracePeriodHours {
+		return CreatedKey{}, &Error{Code: CodeParameterInvalid, Param: "grace_period_hours",
+			Message: fmt.Sprintf("grace_period_hours must be a whole number from 0 to %d (7 days); omit it for %d.", MaxGracePeriodHours, DefaultGracePeriodHours)}
+	}
+	notFound := errorf(CodeNotFound, "No key %s exists.", keyID)
+	if !ValidID("key", keyID) {
+		return CreatedKey{}, notFound
+	}
+	env, err := s.env(p.OwnerID, p.Env())
+	if err != nil {
+		return CreatedKey{}, err
+	}
+	s.keyChangeMu.Lock()
+	defer s.keyChangeMu.Unlock()
+	var old APIKey
+	if ok, err := s.getJSON(bKeys, []byte(keyID), &old); err != nil {
+		return CreatedKey{}, ErrUnavailable
+	} else if !ok || old.OwnerID != p.OwnerID || old.Livemode != p.Livemode {
+		return CreatedKey{}, notFound
+	}
+	now := s.clock.Now()
+	switch {
+	case old.RevokedAt != nil:
+		return CreatedKey{}, &Error{Code: CodeConflict, Message: fmt.Sprintf("Key %s is revoked; it cannot be rotated. Create a new key instead.", keyID)}
+	case !now.Before(old.ExpiresAt):
+		return CreatedKey{}, &Error{Code: CodeConflict, Message: fmt.Sprintf("Key %s has expired; it cannot be rotated. Create a new key instead.", keyID)}
+	case old.GracePeriodEndsAt != nil:
+		return CreatedKey{}, &Error{Code: CodeConflict,
+			Message: fmt.Sprintf("Key %s was already rotated; it ends at %s. Rotate the key that replaced it instead.", keyID, old.GracePeriodEndsAt.Format(time.RFC3339))}
+	}
+	if old.Kind == KindAgent {
+		var ag Agent
+		if ok, err := s.getJSON(bAgents, []byte(old.AgentID), &ag); err != nil {
+			return CreatedKey{}, ErrUnavailable
+		} else if ok && ag.Status == AgentArchived {
+			return CreatedKey{}, &Error{Code: CodeConflict, Message: "The key's agent is archived; its keys cannot be rotated."}
+		}
+	}
+	nk, secret := newKey(old.Kind, old.OwnerID, old.AgentID, p.Env(), now)
+	ends := now.Add(time.Duration(graceHours) * time.Hour).UTC()
+	old.GracePeriodEndsAt = &ends
+	if ends.Before(old.ExpiresAt) {
+		old.ExpiresAt = ends
+	}
+	c := &change{}
+	env.mu.Lock()
+	c.put(bKeys, []byte(nk.ID), nk)
+	c.putRaw(bKeyDigests, []byte(nk.Digest), []byte(nk.ID))
+	c.put(bKeys, []byte(old.ID), old)
+	c.event(env, nk.AgentID, "api_key.created", nk.View(), audienceOwner, now)
+	c.event(env, old.AgentID, "api_key.rotated", old.View(), audienceOwner, now)
+	t := s.commit(s.store.Gen(), env, c)
+	env.mu.Unlock()
+	if err := t.Wait(ctx); err != nil {
+		return CreatedKey{}, ErrUnavailable
+	}
+	// Only once durable: a rotation that failed leaves the old key as the
+	// disk has it.
+	s.forgetKey(old.Digest)
+	return CreatedKey{KeyView: nk.View(), Secret: secret}, nil
+}
+
+// CreateOwnerKey creates another owner key for the principal's owner and
+// environment. At most MaxOwnerKeys owner keys of one environment may be
+// active (neither revoked nor expired; a rotated key counts until its
+// grace period ends). Emits api_key.created; the secret is returned once.
+func (s *System) CreateOwnerKey(ctx context.Context, p Principal) (CreatedKey, error) {
+	if p.Kind != KindOwner {
+		return CreatedKey{}, errorf(CodeInvalidRequest, "Only an owner key can create owner keys.")
+	}
+	env, err := s.env(p.OwnerID, p.Env())
+	if err != nil {
+		return CreatedKey{}, err
+	}
+	s.keyChangeMu.Lock()
+	defer s.keyChangeMu.Unlock()
+	now := s.clock.Now()
+	active := 0
+	err = s.store.Scan(bKeys, nil, nil, false, func(_, v []byte) bool {
+		var k APIKey
+		if jsonUnmarshal(v, &k) == nil && k.Kind == KindOwner && k.OwnerID == p.OwnerID && k.Livemode == p.Livemode &&
+			k.RevokedAt == nil && now.Before(k.ExpiresAt) {
+			active++
+		}
+		return true
+	})
+	if err != nil {
+		return CreatedKey{}, ErrUnavailable
+	}
+	if active >= MaxOwnerKeys {
+		return CreatedKey{}, &Error{Code: CodeQuotaExceeded,
+			Message: fmt.Sprintf("This environment already has %d active owner keys, the most allowed; revoke one first.", MaxOwnerKeys)}
+	}
+	k, secret := newKey(KindOwner, p.OwnerID, "", p.Env(), now)
+	c := &change{}
+	env.mu.Lock()
+	c.put(bKeys, []byte(k.ID), k)
+	c.putRaw(bKeyDigests, []byte(k.Digest), []byte(k.ID))
+	c.event(env, "", "api_key.created", k.View(), audienceOwner, now)
+	t := s.commit(s.store.Gen(), env, c)
+	env.mu.Unlock()
+	if err := t.Wait(ctx); err != nil {
+		return CreatedKey{}, ErrUnavailable
+	}
+	return CreatedKey{KeyView: k.View(), Secret: secret}, nil
+}

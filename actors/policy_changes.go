@@ -1,0 +1,186 @@
+package actors
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"time"
+
+	"github.com/agentpay/guard/persistence"
+	"github.com/agentpay/guard/policy"
+)
+
+// effectivePolicy is the newest version of an agent's rules already in
+// effect and not cancelled. A loosening waits until its effective_at and
+// can be cancelled until then; a cancelled version never applies.
+func effectivePolicy(store *persistence.Store, agentID string, now time.Time) (policy.Policy, bool, error) {
+	var out policy.Policy
+	found := false
+	err := store.Scan(bPolicies, prefixOf(agentID), nil, true, func(_, v []byte) bool {
+		var p policy.Policy
+		if json.Unmarshal(v, &p) != nil || p.EffectiveAt.After(now) {
+			return true
+		}
+		if c, _ := store.Get(bPolicyCancels, []byte(p.ID)); c != nil {
+			return true
+		}
+		out, found = p, true
+		return false
+	})
+	return out, found, err
+}
+
+// nextPending is the earliest version still waiting to take effect.
+func nextPending(store *persistence.Store, agentID string, now time.Time) (policy.Policy, bool) {
+	var out policy.Policy
+	found := false
+	_ = store.Scan(bPolicies, prefixOf(agentID), nil, true, func(_, v []byte) bool {
+		var p policy.Policy
+		if json.Unmarshal(v, &p) != nil {
+			return true
+		}
+		if !p.EffectiveAt.After(now) {
+			return false // older versions are all in effect or superseded
+		}
+		if c, _ := store.Get(bPolicyCancels, []byte(p.ID)); c == nil {
+			out, found = p, true // keep going: an earlier pending one may exist
+		}
+		return true
+	})
+	return out, found
+}
+
+// applyDuePolicy announces a version that took effect since the agent's
+// record last said so (policy.updated), and arms a timer for the next
+// waiting one. Called on activation and on every reload, so a version that
+// came due while the service was down is announced when it starts.
+func (a *agentActor) applyDuePolicy() {
+	now := a.now()
+	if a.policy.Version > a.agent.PolicyVersion {
+		ag := a.agent
+		ag.PolicyVersion = a.policy.Version
+		c := &change{}
+		a.env.mu.Lock()
+		c.put(bAgents, []byte(a.id), ag)
+		c.event(a.env, a.id, "policy.updated", policyRef(&a.policy), audienceBoth, now)
+		t := a.sys.commit(a.gen, a.env, c)
+		a.env.mu.Unlock()
+		a.agent = ag
+		a.lastTicket = t
+	}
+	if next, ok := nextPending(a.sys.store, a.id, now); ok {
+		a.sys.sendAfter(next.EffectiveAt.Sub(now), a.id, &reloadAgent{reply: make(chan error, 1)})
+	}
+}
+
+func policyRef(p *policy.Policy) map[string]any {
+	return map[string]any{"id": p.ID, "object": "policy", "agent_id": p.AgentID, "version": p.Version,
+		"hash": p.Hash, "effective_at": p.EffectiveAt}
+}
+
+// PolicyChange is a published version that waits, or waited, to apply.
+type PolicyChange struct {
+	ID          string     `json:"id"`
+	Object      string     `json:"object"`
+	AgentID     string     `json:"agent_id"`
+	Version     int        `json:"version"`
+	Hash        string     `json:"hash"`
+	Status      string     `json:"status"` // pending, applied, cancelled
+	EffectiveAt time.Time  `json:"effective_at"`
+	CancelledAt *time.Time `json:"cancelled_at"`
+}
+
+type cancelPolicyChange struct {
+	policyID string
+	reply    chan policyChangeReply
+}
+
+type policyChangeReply struct {
+	change PolicyChange
+	ticket *persistence.Ticket
+	err    *Error
+}
+
+// CancelPolicyChange cancels a loosening before it takes effect. Cancelling
+// a cancelled change answers it unchanged; one already in effect cannot be
+// cancelled (publish a tightening instead).
+func (s *System) CancelPolicyChange(ctx context.Context, p Principal, policyID string) (PolicyChange, error) {
+	notFound := errorf(CodeNotFound, "No policy change %s exists.", policyID)
+	if !ValidID("pol", policyID) {
+		return PolicyChange{}, notFound
+	}
+	ref, err := s.store.Get(bPolicyIDs, []byte(policyID))
+	if err != nil {
+		return PolicyChange{}, ErrUnavailable
+	}
+	if len(ref) < 9 {
+		return PolicyChange{}, notFound
+	}
+	agentID := string(ref[:len(ref)-9])
+	if _, err := s.Agent(p, agentID); err != nil {
+		return PolicyChange{}, notFound
+	}
+	r, err := ask(ctx, s, agentID, func(reply chan policyChangeReply) any {
+		return &cancelPolicyChange{policyID: policyID, reply: reply}
+	})
+	if err != nil {
+		return PolicyChange{}, err
+	}
+	if r.err != nil {
+		return PolicyChange{}, r.err
+	}
+	if r.ticket != nil {
+		if err := r.ticket.Wait(ctx); err != nil {
+			return PolicyChange{}, ErrUnavailable
+		}
+	}
+	return r.change, nil
+}
+
+func (a *agentActor) cancelChange(m *cancelPolicyChange) {
+	ref, err := a.sys.store.Get(bPolicyIDs, []byte(m.policyID))
+	var pol policy.Policy
+	if err == nil && len(ref) >= 9 {
+		_, err = a.sys.getJSON(bPolicies, versionKey(a.id, int(binary.BigEndian.Uint64(ref[len(ref)-8:]))), &pol)
+	}
+	if err != nil || pol.ID != m.policyID {
+		m.reply <- policyChangeReply{err: ErrUnavailable}
+		return
+	}
+	now := a.now()
+	pc := PolicyChange{ID: pol.ID, Object: "policy_change", AgentID: a.id, Version: pol.Version, Hash: pol.Hash,
+		EffectiveAt: pol.EffectiveAt}
+	if raw, _ := a.sys.store.Get(bPolicyCancels, []byte(pol.ID)); raw != nil {
+		var at time.Time
+		_ = at.UnmarshalText(raw)
+		pc.Status, pc.CancelledAt = "cancelled", &at
+		m.reply <- policyChangeReply{change: pc}
+		return
+	}
+	if !pol.EffectiveAt.After(now) {
+		pc.Status = "applied"
+		m.reply <- policyChangeReply{err: &Error{Code: CodeConflict,
+			Message: "This policy version is already in effect; publish a new version to change the rules."}}
+		return
+	}
+	at, _ := now.MarshalText()
+	c := &change{}
+	a.env.mu.Lock()
+	c.putRaw(bPolicyCancels, []byte(pol.ID), at)
+	pc.Status, pc.CancelledAt = "cancelled", &now
+	c.event(a.env, a.id, "policy.change_cancelled", pc, audienceOwner, now)
+	t := a.sys.commit(a.gen, a.env, c)
+	a.env.mu.Unlock()
+	a.lastTicket = t
+	m.reply <- policyChangeReply{change: pc, ticket: t}
+}
+
+// sendAfter delivers msg to an agent after d, unless the system closed
+// meanwhile.
+func (s *System) sendAfter(d time.Duration, agentID string, msg any) {
+	s.clock.AfterFunc(d, func() {
+		if !s.closed.Load() {
+			s.send(agentID, msg)
+		}
+	})
+}

@@ -1,0 +1,405 @@
+package main
+
+// The operator commands (agents, keys, policy) talk to a running server
+// over its REST API with an owner key. This file holds what they share:
+// the group dispatch, the common flags, the HTTP client and the output
+// helpers. Each group lives in its own cli_*.go file.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+const (
+	defaultServer = "http://127.0.0.1:8080"
+	// requestTimeout bounds each request, from dial to the last byte read.
+	requestTimeout = 30 * time.Second
+	// maxResponse bounds the body read from the server.
+	maxResponse = 16 << 20
+	// maxInputFile bounds a JSON file given with -file or -policy.
+	maxInputFile = 1 << 20
+)
+
+// commonUsage closes every group's usage text.
+const commonUsage = `Every command takes:
+  -server URL   server address (default $GUARD_SERVER, else ` + defaultServer + `)
+  -key KEY      owner key (default $GUARD_OWNER_KEY; required)
+  -json         print the server's JSON response (pretty-printed)`
+
+// cliIO is what a command gets from Run.
+type cliIO struct {
+	ctx    context.Context
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	getenv func(string) string
+}
+
+// subcommand is one verb of a group.
+type subcommand struct {
+	name     string
+	synopsis string // arguments and flags after "guard GROUP NAME"
+	summary  string
+	run      func(c *cli, args []string) error
+}
+
+// cmdGroup is a noun with its verbs, like "agents".
+type cmdGroup struct {
+	name    string
+	summary string
+	cmds    []subcommand
+}
+
+func (g cmdGroup) usage() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "usage: guard %s COMMAND [flags]\n\n%s\n\nCommands:\n", g.name, g.summary)
+	tw := tabwriter.NewWriter(&b, 0, 0, 3, ' ', 0)
+	for _, sc := range g.cmds {
+		fmt.Fprintf(tw, "  guard %s %s %s\t%s\n", g.name, sc.name, sc.synopsis, sc.summary)
+	}
+	_ = tw.Flush()
+	b.WriteString("\n" + commonUsage)
+	return b.String()
+}
+
+// runGroup dispatches "guard GROUP ...". A missing or unknown command
+// prints the group's usage and fails; -h prints it and succeeds.
+func runGroup(cio cliIO, g cmdGroup, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprintln(cio.stderr, g.usage())
+		return fmt.Errorf("%s: missing command", g.name)
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprintln(cio.stdout, g.usage())
+		return nil
+	}
+	for _, sc := range g.cmds {
+		if sc.name != args[0] {
+			continue
+		}
+		c := &cli{cliIO: cio, name: g.name + " " + sc.name, synopsis: sc.synopsis, summary: sc.summary}
+		defer c.close()
+		err := sc.run(c, args[1:])
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	fmt.Fprintln(cio.stderr, g.usage())
+	return fmt.Errorf("%s: unknown command %q", g.name, args[0])
+}
+
+// cli is one command being run.
+type cli struct {
+	cliIO
+	name     string // "agents create"
+	synopsis string
+	summary  string
+
+	server  string
+	key     string
+	jsonOut bool
+
+	base      *url.URL
+	transport *http.Transport
+	client    *http.Client
+}
+
+// flags returns the command's flag set with the common flags on it.
+func (c *cli) flags() *flag.FlagSet {
+	fs := flag.NewFlagSet("guard "+c.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // parse errors are returned; usage is ours
+	fs.Usage = func() {}
+	fs.StringVar(&c.server, "server", "", "server `URL` (default $GUARD_SERVER, else "+defaultServer+")")
+	fs.StringVar(&c.key, "key", "", "owner `KEY` (default $GUARD_OWNER_KEY)")
+	fs.BoolVar(&c.jsonOut, "json", false, "print the server's JSON response")
+	return fs
+}
+
+func (c *cli) printUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "usage: guard %s %s\n\n%s\n\nFlags:\n", c.name, c.synopsis, c.summary)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}
+
+// parse reads flags and positional arguments in any order ("pause ID
+// -json" and "pause -json ID" both work) and wants exactly the named
+// positional arguments. It then resolves the server and the owner key.
+func (c *cli) parse(fs *flag.FlagSet, args []string, positional ...string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				c.printUsage(c.stdout, fs)
+				return nil, err
+			}
+			c.printUsage(c.stderr, fs)
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+	if len(pos) != len(positional) {
+		c.printUsage(c.stderr, fs)
+		if len(pos) < len(positional) {
+			return nil, fmt.Errorf("%s: missing %s", c.name, strings.Join(positional[len(pos):], " "))
+		}
+		return nil, fmt.Errorf("%s: unexpected argument %q", c.name, pos[len(positional)])
+	}
+	for i, p := range pos {
+		if strings.TrimSpace(p) == "" {
+			return nil, fmt.Errorf("%s: %s must not be empty", c.name, positional[i])
+		}
+	}
+	return pos, c.connect()
+}
+
+// connect resolves the server address and the owner key from the flags,
+// then the environment.
+func (c *cli) connect() error {
+	server := strings.TrimSpace(c.server)
+	if server == "" {
+		server = strings.TrimSpace(c.getenv("GUARD_SERVER"))
+	}
+	if server == "" {
+		server = defaultServer
+	}
+	u, err := url.Parse(strings.TrimRight(server, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("the server address %q is not an http:// or https:// URL (-server or GUARD_SERVER)", server)
+	}
+	c.base = u
+	key := strings.TrimSpace(c.key)
+	if key == "" {
+		key = strings.TrimSpace(c.getenv("GUARD_OWNER_KEY"))
+	}
+	if key == "" {
+		return errors.New("an owner key is required: pass -key KEY or set GUARD_OWNER_KEY")
+	}
+	c.key = key
+	c.transport = &http.Transport{Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true,
+		TLSHandshakeTimeout: 10 * time.Second, IdleConnTimeout: 30 * time.Second}
+	c.client = &http.Client{Transport: c.transport, Timeout: requestTimeout}
+	return nil
+}
+
+// close lets go of pooled connections so the server need not wait on them.
+func (c *cli) close() {
+	if c.transport != nil {
+		c.transport.CloseIdleConnections()
+	}
+}
+
+// serverError is an error answer of the server. Its message and code were
+// already printed; Error names the status and request for the exit line.
+type serverError struct {
+	Status    int
+	Code      string
+	Message   string
+	RequestID string
+}
+
+func (e *serverError) Error() string {
+	s := fmt.Sprintf("the server answered %d %s", e.Status, http.StatusText(e.Status))
+	if e.RequestID != "" {
+		s += " (request " + e.RequestID + ")"
+	}
+	return s
+}
+
+// call sends one request and returns the body of a 2xx answer. Any other
+// answer prints "error: CODE: MESSAGE" and returns a *serverError.
+func (c *cli) call(method, path string, query url.Values, body []byte) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(c.ctx, requestTimeout)
+	defer cancel()
+	target := strings.TrimRight(c.base.String(), "/") + path
+	if len(query) > 0 {
+		target += "?" + query.Encode()
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.key)
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "guard-cli")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		if ctx.Err() == context.DeadlineExceeded {
+			return nil, fmt.Errorf("%s %s: no answer from %s within %s", method, path, c.base.Host, requestTimeout)
+		}
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
+	}
+	if len(raw) > maxResponse {
+		return nil, fmt.Errorf("%s %s: the answer is larger than %d bytes", method, path, maxResponse)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		se := decodeServerError(resp, raw)
+		fmt.Fprintf(c.stderr, "error: %s: %s\n", se.Code, se.Message)
+		return nil, se
+	}
+	return raw, nil
+}
+
+func decodeServerError(resp *http.Response, raw []byte) *serverError {
+	se := &serverError{Status: resp.StatusCode, RequestID: resp.Header.Get("Request-Id")}
+	var body struct {
+		Error struct {
+			Code    string  `json:"code"`
+			Message string  `json:"message"`
+			Param   *string `json:"param"`
+		} `json:"error"`
+		RequestID string `json:"request_id"`
+	}
+	if json.Unmarshal(raw, &body) == nil && body.Error.Code != "" {
+		se.Code, se.Message = body.Error.Code, body.Error.Message
+		if body.Error.Param != nil && *body.Error.Param != "" && !strings.Contains(se.Message, *body.Error.Param) {
+			se.Message += " (param " + *body.Error.Param + ")"
+		}
+		if se.RequestID == "" {
+			se.RequestID = body.RequestID
+		}
+		return se
+	}
+	se.Code = fmt.Sprintf("http_%d", resp.StatusCode)
+	msg := strings.TrimSpace(string(raw))
+	if len(msg) > 200 {
+		msg = msg[:200] + "..."
+	}
+	if msg == "" {
+		msg = http.StatusText(resp.StatusCode)
+	}
+	se.Message = msg
+	return se
+}
+
+// getJSON and postJSON call and decode into v (which may be nil), and
+// return the raw body for -json.
+func (c *cli) getJSON(path string, query url.Values, v any) ([]byte, error) {
+	raw, err := c.call(http.MethodGet, path, query, nil)
+	if err != nil {
+		return nil, err
+	}
+	return raw, decodeAnswer(raw, v)
+}
+
+func (c *cli) postJSON(path string, body []byte, v any) ([]byte, error) {
+	raw, err := c.call(http.MethodPost, path, nil, body)
+	if err != nil {
+		return nil, err
+	}
+	return raw, decodeAnswer(raw, v)
+}
+
+func decodeAnswer(raw []byte, v any) error {
+	if v == nil {
+		return nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("the server's answer is not the JSON expected: %w", err)
+	}
+	return nil
+}
+
+// printJSON writes raw JSON indented, keeping the server's field order.
+func (c *cli) printJSON(raw []byte) error {
+	var b bytes.Buffer
+	if err := json.Indent(&b, bytes.TrimSpace(raw), "", "  "); err != nil {
+		return fmt.Errorf("the server's answer is not JSON: %w", err)
+	}
+	b.WriteByte('\n')
+	_, err := c.stdout.Write(b.Bytes())
+	return err
+}
+
+// readJSONObject reads a file ("-" is standard input) that must hold one
+// JSON object, and returns it compacted.
+func (c *cli) readJSONObject(flagName, path string) ([]byte, error) {
+	var data []byte
+	var err error
+	if path == "-" {
+		data, err = io.ReadAll(io.LimitReader(c.stdin, maxInputFile+1))
+	} else {
+		var f *os.File
+		if f, err = os.Open(path); err == nil {
+			data, err = io.ReadAll(io.LimitReader(f, maxInputFile+1))
+			f.Close()
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("-%s: %w", flagName, err)
+	}
+	if len(data) > maxInputFile {
+		return nil, fmt.Errorf("-%s %s: larger than %d bytes", flagName, path, maxInputFile)
+	}
+	data = bytes.TrimSpace(data)
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(data, &obj); err != nil || len(data) == 0 || data[0] != '{' {
+		msg := "not a JSON object"
+		if err != nil {
+			msg += ": " + err.Error()
+		}
+		return nil, fmt.Errorf("-%s %s: %s", flagName, path, msg)
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, data); err != nil {
+		return nil, fmt.Errorf("-%s %s: %w", flagName, path, err)
+	}
+	return b.Bytes(), nil
+}
+
+// table writes aligned columns to stdout.
+func (c *cli) table(header []string, rows [][]string) error {
+	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+	if header != nil {
+		fmt.Fprintln(tw, strings.Join(header, "\t"))
+	}
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	return tw.Flush()
+}
+
+// when formats a timestamp of the API for people; "-" for none.
+func when(t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+// pathID escapes an id given on the command line for a URL path.
+func pathID(id string) string { return url.PathEscape(strings.TrimSpace(id)) }

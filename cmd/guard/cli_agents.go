@@ -1,0 +1,200 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// listPageSize is the largest page GET /v1/agents gives.
+const listPageSize = 50
+
+// maxListPages stops a list that never ends (a server bug) from looping.
+const maxListPages = 10000
+
+var agentsGroup = cmdGroup{
+	name:    "agents",
+	summary: "Create, list and change the agents of the owner key's environment.",
+	cmds: []subcommand{
+		{"list", "", "list every agent, newest first", agentsList},
+		{"create", "-name NAME [-policy FILE.json]", "create an agent, with a policy body (default rules otherwise)", agentsCreate},
+		{"pause", "AGENT_ID", "pause an agent: its spends are declined until resumed", agentAction("pause")},
+		{"resume", "AGENT_ID", "resume a paused agent", agentAction("resume")},
+		{"archive", "AGENT_ID", "archive an agent for good (revokes its keys)", agentAction("archive")},
+	},
+}
+
+// agentView is the part of an agent the summaries show.
+type agentView struct {
+	ID            string     `json:"id"`
+	Name          string     `json:"name"`
+	Status        string     `json:"status"`
+	Livemode      bool       `json:"livemode"`
+	PolicyVersion int        `json:"policy_version"`
+	CreatedAt     *time.Time `json:"created_at"`
+	PausedAt      *time.Time `json:"paused_at"`
+	ArchivedAt    *time.Time `json:"archived_at"`
+}
+
+func (a agentView) summary() string {
+	mode := "practice"
+	if a.Livemode {
+		mode = "live"
+	}
+	s := fmt.Sprintf("agent %s %q: %s (%s, policy version %d, created %s", a.ID, a.Name, a.Status, mode,
+		a.PolicyVersion, when(a.CreatedAt))
+	switch {
+	case a.ArchivedAt != nil:
+		s += ", archived " + when(a.ArchivedAt)
+	case a.PausedAt != nil:
+		s += ", paused " + when(a.PausedAt)
+	}
+	return s + ")"
+}
+
+// listPage is one page of a list answer.
+type listPage struct {
+	Data    []json.RawMessage `json:"data"`
+	HasMore bool              `json:"has_more"`
+}
+
+func agentsList(c *cli, args []string) error {
+	fs := c.flags()
+	if _, err := c.parse(fs, args); err != nil {
+		return err
+	}
+	var first []byte
+	var all []json.RawMessage
+	q := url.Values{"limit": {strconv.Itoa(listPageSize)}}
+	for range maxListPages {
+		var page listPage
+		raw, err := c.getJSON("/v1/agents", q, &page)
+		if err != nil {
+			return err
+		}
+		if first == nil {
+			first = raw
+		}
+		all = append(all, page.Data...)
+		if !page.HasMore || len(page.Data) == 0 {
+			break
+		}
+		var last struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(page.Data[len(page.Data)-1], &last); err != nil || last.ID == "" {
+			return fmt.Errorf("the server's agent list has an item without an id")
+		}
+		if last.ID == q.Get("starting_after") {
+			return fmt.Errorf("the server's agent list does not advance past %s", last.ID)
+		}
+		q.Set("starting_after", last.ID)
+	}
+	if c.jsonOut {
+		return c.printList(first, all)
+	}
+	if len(all) == 0 {
+		_, err := fmt.Fprintln(c.stdout, "no agents")
+		return err
+	}
+	rows := make([][]string, 0, len(all))
+	for _, item := range all {
+		var a agentView
+		if err := json.Unmarshal(item, &a); err != nil {
+			return fmt.Errorf("the server's agent list is not the JSON expected: %w", err)
+		}
+		rows = append(rows, []string{a.ID, a.Name, a.Status, when(a.CreatedAt)})
+	}
+	return c.table([]string{"ID", "NAME", "STATUS", "CREATED"}, rows)
+}
+
+// printList prints a list answer for -json. One page is printed as the
+// server sent it; several pages become one list object holding every
+// item, with has_more false.
+func (c *cli) printList(first []byte, all []json.RawMessage) error {
+	var head map[string]json.RawMessage
+	if err := json.Unmarshal(first, &head); err != nil {
+		return fmt.Errorf("the server's answer is not a JSON object: %w", err)
+	}
+	var n []json.RawMessage
+	_ = json.Unmarshal(head["data"], &n)
+	if len(n) == len(all) {
+		return c.printJSON(first)
+	}
+	if all == nil {
+		all = []json.RawMessage{}
+	}
+	data, err := json.Marshal(all)
+	if err != nil {
+		return err
+	}
+	head["data"] = data
+	head["has_more"] = json.RawMessage("false")
+	out, err := json.Marshal(head)
+	if err != nil {
+		return err
+	}
+	return c.printJSON(out)
+}
+
+func agentsCreate(c *cli, args []string) error {
+	fs := c.flags()
+	name := fs.String("name", "", "agent `NAME`, 1 to 100 characters (required)")
+	policyFile := fs.String("policy", "", "`FILE.json` holding the policy body (\"-\" reads standard input)")
+	if _, err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if strings.TrimSpace(*name) == "" {
+		c.printUsage(c.stderr, fs)
+		return fmt.Errorf("agents create: -name is required")
+	}
+	body := struct {
+		Name   string          `json:"name"`
+		Policy json.RawMessage `json:"policy,omitempty"`
+	}{Name: *name}
+	if *policyFile != "" {
+		pol, err := c.readJSONObject("policy", *policyFile)
+		if err != nil {
+			return err
+		}
+		body.Policy = pol
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	var a agentView
+	raw, err := c.postJSON("/v1/agents", b, &a)
+	if err != nil {
+		return err
+	}
+	if c.jsonOut {
+		return c.printJSON(raw)
+	}
+	_, err = fmt.Fprintln(c.stdout, "created "+a.summary())
+	return err
+}
+
+// agentAction runs POST /v1/agents/{id}/pause, /resume or /archive.
+func agentAction(action string) func(c *cli, args []string) error {
+	return func(c *cli, args []string) error {
+		fs := c.flags()
+		pos, err := c.parse(fs, args, "AGENT_ID")
+		if err != nil {
+			return err
+		}
+		var a agentView
+		raw, err := c.postJSON("/v1/agents/"+pathID(pos[0])+"/"+action, nil, &a)
+		if err != nil {
+			return err
+		}
+		if c.jsonOut {
+			return c.printJSON(raw)
+		}
+		_, err = fmt.Fprintln(c.stdout, a.summary())
+		return err
+	}
+}

@@ -1,0 +1,232 @@
+package transport_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/agentpay/guard/internal/guardtest"
+)
+
+// ownerEvents lists the owner's events of one type (exact or prefix with
+// "*"), newest first.
+func ownerEvents(t *testing.T, s *guardtest.Server, ownerKey, typ string) []map[string]any {
+	t.Helper()
+	r := call(t, s, http.MethodGet, "/v1/events?limit=50&type="+typ, ownerKey, nil, nil)
+	mustStatus(t, r, http.StatusOK)
+	data, ok := r.Body["data"].([]any)
+	if !ok {
+		t.Fatalf("GET /v1/events is not a list: %s", r.Raw)
+	}
+	out := make([]map[string]any, 0, len(data))
+	for _, d := range data {
+		out = append(out, d.(map[string]any))
+	}
+	return out
+}
+
+// keyIDOf is the id of the key a secret belongs to, from GET /v1/me.
+func keyIDOf(t *testing.T, s *guardtest.Server, secret string) string {
+	t.Helper()
+	me := call(t, s, http.MethodGet, "/v1/me", secret, nil, nil)
+	mustStatus(t, me, http.StatusOK)
+	return obj(t, me.Body, "key")["id"].(string)
+}
+
+// Rotating an agent key: a new key of the same agent at once, the old one
+// working until its grace period ends and refused afterwards, with
+// api_key.created and api_key.rotated in one go.
+func TestRotateAgentKey(t *testing.T) {
+	e := start(t)
+	oldID := keyIDOf(t, e.srv, e.agentKey) // also caches the old key
+	r := call(t, e.srv, http.MethodPost, "/v1/keys/"+oldID+"/rotate", e.owner.TestKey, nil, `{"grace_period_hours":2}`)
+	mustStatus(t, r, http.StatusCreated)
+	newSecret, _ := r.Body["secret"].(string)
+	if r.Body["kind"] != "agent" || r.Body["agent_id"] != e.agentID || r.Body["id"] == oldID || newSecret == "" ||
+		newSecret == e.agentKey || r.Body["grace_period_ends_at"] != nil || r.Body["revoked_at"] != nil {
+		t.Fatalf("rotation answered %s", r.Raw)
+	}
+	graceEnd := epoch.Add(2 * time.Hour)
+
+	// Both keys work during the overlap; the old one shows when it ends.
+	if got := keyIDOf(t, e.srv, newSecret); got != r.Body["id"] {
+		t.Fatalf("the new secret is key %s, want %v", got, r.Body["id"])
+	}
+	me := call(t, e.srv, http.MethodGet, "/v1/me", e.agentKey, nil, nil)
+	mustStatus(t, me, http.StatusOK)
+	if exp, _ := time.Parse(time.RFC3339, obj(t, me.Body, "key")["expires_at"].(string)); !exp.Equal(graceEnd) {
+		t.Fatalf("the old key expires at %v, want the end of the grace period %v", exp, graceEnd)
+	}
+	keys := call(t, e.srv, http.MethodGet, "/v1/keys", e.owner.TestKey, nil, nil)
+	mustStatus(t, keys, http.StatusOK)
+	seen := 0
+	for _, k := range keys.Body["data"].([]any) {
+		km := k.(map[string]any)
+		switch km["id"] {
+		case oldID:
+			seen++
+			if ends, _ := time.Parse(time.RFC3339, km["grace_period_ends_at"].(string)); !ends.Equal(graceEnd) {
+				t.Errorf("listed grace_period_ends_at %v, want %v", km["grace_period_ends_at"], graceEnd)
+			}
+		case r.Body["id"]:
+			seen++
+			if km["grace_period_ends_at"] != nil {
+				t.Errorf("the new key has a grace period: %v", km)
+			}
+		}
+		if _, leaked := km["secret"]; leaked {
+			t.Fatal("a key listing shows a secret")
+		}
+	}
+	if seen != 2 {
+		t.Fatalf("GET /v1/keys shows %d of the two keys", seen)
+	}
+
+	// The events: the new key's creation, then the rotation of the old.
+	rot := ownerEvents(t, e.srv, e.owner.TestKey, "api_key.rotated")
+	if len(rot) != 1 {
+		t.Fatalf("%d api_key.rotated events, want 1", len(rot))
+	}
+	ro := obj(t, obj(t, rot[0], "data"), "object")
+	if ro["id"] != oldID || ro["grace_period_ends_at"] == nil || rot[0]["agent_id"] != e.agentID {
+		t.Fatalf("api_key.rotated carries %v", rot[0])
+	}
+	if _, leaked := ro["secret"]; leaked {
+		t.Fatal("api_key.rotated carries a secret")
+	}
+	cre := ownerEvents(t, e.srv, e.owner.TestKey, "api_key.created")
+	if len(cre) == 0 || obj(t, obj(t, cre[0], "data"), "object")["id"] != r.Body["id"] {
+		t.Fatalf("the newest api_key.created is not the new key: %v", cre)
+	}
+	if cre[0]["sequence"].(float64) >= rot[0]["sequence"].(float64) {
+		t.Errorf("api_key.created (sequence %v) does not come before api_key.rotated (%v)", cre[0]["sequence"], rot[0]["sequence"])
+	}
+
+	// A rotated key is not rotated again.
+	wantError(t, call(t, e.srv, http.MethodPost, "/v1/keys/"+oldID+"/rotate", e.owner.TestKey, nil, nil),
+		409, "invalid_request_error", "state_conflict", "")
+
+	// One second before the end it still works; past it, the same 401 as
+	// any bad key, while the new key goes on.
+	e.srv.Clock.Advance(2*time.Hour - time.Second)
+	mustStatus(t, call(t, e.srv, http.MethodGet, "/v1/me", e.agentKey, nil, nil), http.StatusOK)
+	e.srv.Clock.Advance(2 * time.Second)
+	wantError(t, call(t, e.srv, http.MethodGet, "/v1/me", e.agentKey, nil, nil), 401, "authentication_error", "invalid_api_key", "")
+	if sp := created(t, e.srv, newSecret, spendBody("1.00", "api.vendor.com", "/after-rotation")); sp["status"] != "settled" {
+		t.Fatalf("a spend with the new key: %v", sp["status"])
+	}
+	// The ended key cannot be rotated either.
+	wantError(t, call(t, e.srv, http.MethodPost, "/v1/keys/"+oldID+"/rotate", e.owner.TestKey, nil, nil),
+		409, "invalid_request_error", "state_conflict", "")
+}
+
+// grace_period_hours is a whole number from 0 to 168; anything else is a
+// 400 naming it, and nothing is rotated.
+func TestRotateKeyValidation(t *testing.T) {
+	e := start(t)
+	id := keyIDOf(t, e.srv, e.agentKey)
+	path := "/v1/keys/" + id + "/rotate"
+	for _, body := range []string{`{"grace_period_hours":169}`, `{"grace_period_hours":-1}`, `{"grace_period_hours":1.5}`,
+		`{"grace_period_hours":"24"}`, `{"grace_period_hours":null}`} {
+		r := call(t, e.srv, http.MethodPost, path, e.owner.TestKey, nil, body)
+		if body == `{"grace_period_hours":null}` {
+			// null is an omitted field: the default overlap. Only this
+			// one may rotate, so it goes last.
+			continue
+		}
+		wantError(t, r, 400, "invalid_request_error", "parameter_invalid", "grace_period_hours")
+	}
+	wantError(t, call(t, e.srv, http.MethodPost, path, e.owner.TestKey, nil, `{"grace":1}`),
+		400, "invalid_request_error", "parameter_unknown", "grace")
+	wantError(t, call(t, e.srv, http.MethodPost, path, e.agentKey, nil, nil), 403, "permission_error", "key_kind_not_allowed", "")
+	wantError(t, call(t, e.srv, http.MethodPost, "/v1/keys/key_00000000000000000000000000000000/rotate", e.owner.TestKey, nil, nil),
+		404, "not_found_error", "resource_missing", "")
+	other := e.srv.NewOwner(t)
+	wantError(t, call(t, e.srv, http.MethodPost, path, other.TestKey, nil, nil), 404, "not_found_error", "resource_missing", "")
+	// Only the null body rotated: one api_key.rotated, with the default
+	// overlap of 24 hours.
+	rot := ownerEvents(t, e.srv, e.owner.TestKey, "api_key.rotated")
+	if len(rot) != 1 {
+		t.Fatalf("%d rotations, want 1", len(rot))
+	}
+	ends, _ := time.Parse(time.RFC3339, obj(t, obj(t, rot[0], "data"), "object")["grace_period_ends_at"].(string))
+	if !ends.Equal(epoch.Add(24 * time.Hour)) {
+		t.Fatalf("default grace period ends at %v, want %v", ends, epoch.Add(24*time.Hour))
+	}
+	// A revoked key cannot be rotated.
+	_, k2 := e.srv.NewAgent(t, e.owner.TestKey, "")
+	id2 := keyIDOf(t, e.srv, k2)
+	mustStatus(t, call(t, e.srv, http.MethodPost, "/v1/keys/"+id2+"/revoke", e.owner.TestKey, nil, nil), http.StatusOK)
+	wantError(t, call(t, e.srv, http.MethodPost, "/v1/keys/"+id2+"/rotate", e.owner.TestKey, nil, nil),
+		409, "invalid_request_error", "state_conflict", "")
+}
+
+// An owner key can rotate itself with no overlap: it stops at once, even
+// though it authenticated the rotation, and its successor administers.
+func TestRotateOwnKeyWithoutGrace(t *testing.T) {
+	e := start(t)
+	id := keyIDOf(t, e.srv, e.owner.TestKey)
+	r := call(t, e.srv, http.MethodPost, "/v1/keys/"+id+"/rotate", e.owner.TestKey, nil, `{"grace_period_hours":0}`)
+	mustStatus(t, r, http.StatusCreated)
+	if r.Body["kind"] != "owner" || r.Body["agent_id"] != nil || r.Body["prefix"] != "svc_test_owner" {
+		t.Fatalf("rotation of an owner key answered %s", r.Raw)
+	}
+	wantError(t, call(t, e.srv, http.MethodGet, "/v1/funding", e.owner.TestKey, nil, nil), 401, "authentication_error", "invalid_api_key", "")
+	successor := r.Body["secret"].(string)
+	mustStatus(t, call(t, e.srv, http.MethodGet, "/v1/funding", successor, nil, nil), http.StatusOK)
+	rot := ownerEvents(t, e.srv, successor, "api_key.rotated")
+	if len(rot) != 1 || rot[0]["agent_id"] != "" {
+		t.Fatalf("api_key.rotated of an owner key: %v", rot)
+	}
+}
+
+// Three active owner keys per environment; a revoked one frees its place.
+func TestOwnerKeysQuota(t *testing.T) {
+	e := start(t)
+	var made []map[string]any
+	for range 2 {
+		r := call(t, e.srv, http.MethodPost, "/v1/owner_keys", e.owner.TestKey, nil, nil)
+		mustStatus(t, r, http.StatusCreated)
+		if r.Body["kind"] != "owner" || r.Body["agent_id"] != nil || r.Body["livemode"] != false || r.Body["secret"] == nil {
+			t.Fatalf("POST /v1/owner_keys answered %s", r.Raw)
+		}
+		made = append(made, r.Body)
+	}
+	wantError(t, call(t, e.srv, http.MethodPost, "/v1/owner_keys", e.owner.TestKey, nil, nil),
+		409, "invalid_request_error", "quota_exceeded", "")
+	// The new keys administer.
+	fresh := made[0]["secret"].(string)
+	mustStatus(t, call(t, e.srv, http.MethodGet, "/v1/funding", fresh, nil, nil), http.StatusOK)
+	// api_key.created for each, without the secret and without an agent.
+	cre := ownerEvents(t, e.srv, fresh, "api_key.created")
+	owned := 0
+	for _, ev := range cre {
+		o := obj(t, obj(t, ev, "data"), "object")
+		if o["kind"] == "owner" {
+			owned++
+			if ev["agent_id"] != "" {
+				t.Errorf("an owner key event names agent %v", ev["agent_id"])
+			}
+		}
+		if _, leaked := o["secret"]; leaked {
+			t.Fatal("api_key.created carries the secret")
+		}
+	}
+	if owned != 2 {
+		t.Fatalf("%d api_key.created events for owner keys, want 2", owned)
+	}
+	// Revoking one frees a place.
+	mustStatus(t, call(t, e.srv, http.MethodPost, "/v1/keys/"+made[1]["id"].(string)+"/revoke", e.owner.TestKey, nil, nil), http.StatusOK)
+	mustStatus(t, call(t, e.srv, http.MethodPost, "/v1/owner_keys", fresh, nil, `{}`), http.StatusCreated)
+	wantError(t, call(t, e.srv, http.MethodPost, "/v1/owner_keys", fresh, nil, nil), 409, "invalid_request_error", "quota_exceeded", "")
+	// The live environment counts its own keys.
+	live := call(t, e.srv, http.MethodPost, "/v1/owner_keys", e.owner.LiveKey, nil, nil)
+	mustStatus(t, live, http.StatusCreated)
+	if live.Body["livemode"] != true || live.Body["prefix"] != "svc_live_owner" {
+		t.Fatalf("a live owner key: %s", live.Raw)
+	}
+	// Bad bodies and agent keys create nothing.
+	wantError(t, call(t, e.srv, http.MethodPost, "/v1/owner_keys", e.owner.LiveKey, nil, `{"scope":"full"}`),
+		400, "invalid_request_error", "parameter_unknown", "scope")
+	wantError(t, call(t, e.srv, http.MethodPost, "/v1/owner_keys", e.agentKey, nil, nil), 403, "permission_error", "key_kind_not_allowed", "")
+}
