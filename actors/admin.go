@@ -172,7 +172,16 @@ type PolicyEdit func(latest policy.Rules) (policy.Rules, *Error)
 
 type publishPolicy struct {
 	edit  PolicyEdit
+	dest  *DestinationChange
 	reply chan publishReply
+}
+
+// DestinationChange names one pattern added to or removed from a list, so
+// the published version is also announced as destination.added/removed.
+type DestinationChange struct {
+	List    string
+	Pattern string
+	Added   bool
 }
 
 type publishReply struct {
@@ -183,11 +192,11 @@ type publishReply struct {
 
 // PublishPolicy publishes a new version of an agent's rules. Tightening
 // applies at once; loosening waits LoosenDelay and can be cancelled.
-func (s *System) PublishPolicy(ctx context.Context, p Principal, agentID string, edit PolicyEdit) (policy.Policy, error) {
+func (s *System) PublishPolicy(ctx context.Context, p Principal, agentID string, edit PolicyEdit, dest *DestinationChange) (policy.Policy, error) {
 	if _, err := s.Agent(p, agentID); err != nil {
 		return policy.Policy{}, err
 	}
-	r, err := ask(ctx, s, agentID, func(reply chan publishReply) any { return &publishPolicy{edit: edit, reply: reply} })
+	r, err := ask(ctx, s, agentID, func(reply chan publishReply) any { return &publishPolicy{edit: edit, dest: dest, reply: reply} })
 	if err != nil {
 		return policy.Policy{}, err
 	}
@@ -231,6 +240,14 @@ func (a *agentActor) publish(m *publishPolicy) {
 		c.put(bAgents, []byte(a.id), a.agent)
 		c.event(a.env, a.id, "policy.updated", ref, audienceBoth, now)
 	}
+	if d := m.dest; d != nil {
+		typ := "destination.removed"
+		if d.Added {
+			typ = "destination.added"
+		}
+		c.event(a.env, a.id, typ, map[string]any{"id": NewID("dst", now), "object": "destination", "agent_id": a.id, "list": d.List,
+			"pattern": d.Pattern, "policy_version": pol.Version, "effective_at": pol.EffectiveAt}, audienceOwner, now)
+	}
 	t := a.sys.commit(a.gen, a.env, c)
 	a.env.mu.Unlock()
 	if !loosens {
@@ -245,10 +262,10 @@ func (a *agentActor) publish(m *publishPolicy) {
 }
 
 // EditDestinations adds or removes a pattern on one list.
-func EditDestinations(list, pattern string, add bool) (PolicyEdit, *Error) {
+func EditDestinations(list, pattern string, add bool) (PolicyEdit, *DestinationChange, *Error) {
 	pat, err := policy.ParsePattern(pattern)
 	if err != nil {
-		return nil, &Error{Code: CodeParameterInvalid, Param: "pattern", Message: err.Error()}
+		return nil, nil, &Error{Code: CodeParameterInvalid, Param: "pattern", Message: err.Error()}
 	}
 	pick := func(r *policy.Rules) *[]policy.Pattern {
 		switch list {
@@ -262,8 +279,9 @@ func EditDestinations(list, pattern string, add bool) (PolicyEdit, *Error) {
 		return nil
 	}
 	if pick(&policy.Rules{}) == nil {
-		return nil, &Error{Code: CodeParameterInvalid, Param: "list", Message: `list must be "allowed", "trusted" or "blocked".`}
+		return nil, nil, &Error{Code: CodeParameterInvalid, Param: "list", Message: `list must be "allowed", "trusted" or "blocked".`}
 	}
+	change := &DestinationChange{List: list, Pattern: pat.String(), Added: add}
 	return func(r policy.Rules) (policy.Rules, *Error) {
 		l := pick(&r)
 		out := make([]policy.Pattern, 0, len(*l)+1)
@@ -285,5 +303,5 @@ func EditDestinations(list, pattern string, add bool) (PolicyEdit, *Error) {
 		}
 		*l = out
 		return r, nil
-	}, nil
+	}, change, nil
 }

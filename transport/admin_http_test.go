@@ -105,3 +105,33 @@ func TestRevokeKey(t *testing.T) {
 	other := e.srv.NewOwner(t)
 	wantError(t, call(t, e.srv, http.MethodPost, "/v1/keys/"+keyID+"/revoke", other.TestKey, nil, nil), 404, "not_found_error", "resource_missing", "")
 }
+
+// Adding and removing a destination publishes a policy version and says so
+// with destination.added / destination.removed (canonical pattern). Adding
+// a trusted pattern loosens, so it waits; removing it tightens at once.
+func TestDestinationEvents(t *testing.T) {
+	e := start(t)
+	r := call(t, e.srv, http.MethodPost, "/v1/agents/"+e.agentID+"/destinations", e.owner.TestKey, nil,
+		`{"pattern":"*.NEW-Vendor.com","list":"trusted"}`)
+	mustStatus(t, r, http.StatusOK)
+	if r.Body["effective_at"] == r.Body["created_at"] {
+		t.Fatalf("a new trusted pattern must wait as a loosening: %s", r.Raw)
+	}
+	ev := call(t, e.srv, http.MethodGet, "/v1/events?type=destination.added", e.owner.TestKey, nil, nil)
+	data := ev.Body["data"].([]any)
+	if len(data) != 1 {
+		t.Fatalf("%d destination.added events, want 1: %s", len(data), ev.Raw)
+	}
+	got := obj(t, obj(t, data[0].(map[string]any), "data"), "object")
+	if got["pattern"] != "*.new-vendor.com" || got["list"] != "trusted" {
+		t.Fatalf("destination.added carries %v", got)
+	}
+	mustStatus(t, call(t, e.srv, http.MethodDelete, "/v1/agents/"+e.agentID+"/destinations/trusted/api.vendor.com", e.owner.TestKey, nil, nil), http.StatusOK)
+	if ids, _ := listIDs(t, e.srv, e.owner.TestKey, "/v1/events?type=destination.removed"); len(ids) != 1 {
+		t.Fatalf("%d destination.removed events, want 1", len(ids))
+	}
+	// The agent never sees these owner events.
+	if ids, _ := listIDs(t, e.srv, e.agentKey, "/v1/events?type=destination.*"); len(ids) != 0 {
+		t.Fatalf("the agent sees %d destination events", len(ids))
+	}
+}

@@ -152,13 +152,13 @@ func (s *Server) publishPolicy(c *call) *apiError {
 	if ferr != nil {
 		return badParam(codeParameterInvalid, ferr.Param, ferr.Param+": "+ferr.Message)
 	}
-	return s.publish(c, id, func(policy.Rules) (policy.Rules, *actors.Error) { return rules, nil })
+	return s.publish(c, id, func(policy.Rules) (policy.Rules, *actors.Error) { return rules, nil }, nil)
 }
 
-func (s *Server) publish(c *call, agentID string, edit actors.PolicyEdit) *apiError {
+func (s *Server) publish(c *call, agentID string, edit actors.PolicyEdit, dest *actors.DestinationChange) *apiError {
 	ctx, cancel := requestContext(10 * time.Second)
 	defer cancel()
-	p, err := s.sys.PublishPolicy(ctx, c.who, agentID, edit)
+	p, err := s.sys.PublishPolicy(ctx, c.who, agentID, edit, dest)
 	if err != nil {
 		return fromActors(err)
 	}
@@ -186,11 +186,11 @@ func (s *Server) addDestination(c *call) *apiError {
 	if body.List == nil {
 		return badParam(codeParameterMissing, "list", `list is required: "allowed", "trusted" or "blocked".`)
 	}
-	edit, eerr := actors.EditDestinations(*body.List, *body.Pattern, true)
+	edit, change, eerr := actors.EditDestinations(*body.List, *body.Pattern, true)
 	if eerr != nil {
 		return fromActors(eerr)
 	}
-	return s.publish(c, id, edit)
+	return s.publish(c, id, edit, change)
 }
 
 func (s *Server) removeDestination(c *call) *apiError {
@@ -200,11 +200,11 @@ func (s *Server) removeDestination(c *call) *apiError {
 	if p, err := url.PathUnescape(pattern); err == nil {
 		pattern = p
 	}
-	edit, eerr := actors.EditDestinations(list, pattern, false)
+	edit, change, eerr := actors.EditDestinations(list, pattern, false)
 	if eerr != nil {
 		return fromActors(eerr)
 	}
-	return s.publish(c, id, edit)
+	return s.publish(c, id, edit, change)
 }
 
 // optionalEmptyBody accepts no body or an empty JSON object, and refuses
