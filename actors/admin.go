@@ -94,7 +94,7 @@ func (s *System) CreateAgent(ctx context.Context, p Principal, name string, in *
 	if err != nil {
 		return Agent{}, policy.Policy{}, err
 	}
-	now := s.clock.Now()
+	now := s.nowFor(p.OwnerID, p.Env())
 	ag := Agent{ID: NewID("agt", now), Object: "agent", OwnerID: p.OwnerID, Name: name, Status: AgentActive,
 		Livemode: p.Livemode, PolicyVersion: 1, CreatedAt: now}
 	pol := policy.NewPolicy(NewID("pol", now), ag.ID, 1, rules, p.Livemode, now, now)
@@ -133,7 +133,7 @@ func (s *System) CreateAgentKey(ctx context.Context, p Principal, agentID string
 	if ag.Status == AgentArchived {
 		return CreatedKey{}, &Error{Code: CodeConflict, Message: "The agent is archived; it cannot get new keys."}
 	}
-	now := s.clock.Now()
+	now := s.nowFor(p.OwnerID, p.Env())
 	active := 0
 	err = s.store.Scan(bKeys, nil, nil, false, func(_, v []byte) bool {
 		var k APIKey

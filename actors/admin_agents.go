@@ -222,7 +222,7 @@ func (s *System) RevokeKey(ctx context.Context, p Principal, keyID string) (KeyV
 	if k.RevokedAt != nil {
 		return k.View(), nil
 	}
-	now := s.clock.Now()
+	now := s.nowFor(p.OwnerID, p.Env())
 	k.RevokedAt = &now
 	c := &change{}
 	env.mu.Lock()

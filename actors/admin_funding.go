@@ -97,7 +97,7 @@ func (s *System) UpdateFunding(ctx context.Context, p Principal, ch FundingChang
 	if err != nil {
 		return Funding{}, err
 	}
-	now := s.clock.Now()
+	now := s.nowFor(p.OwnerID, p.Env())
 	env.mu.Lock()
 	if ch.ReserveFloor == nil && ch.LowBalanceThreshold == nil {
 		f := fundingOf(env)
@@ -148,7 +148,7 @@ func (s *System) Deposit(ctx context.Context, p Principal, amount policy.Amount)
 	if err != nil {
 		return Deposit{}, err
 	}
-	now := s.clock.Now()
+	now := s.nowFor(p.OwnerID, p.Env())
 	ref := FundingRef{ID: NewID("fnd", now), Object: "funding", Amount: amount}
 	c := &change{}
 	env.mu.Lock()

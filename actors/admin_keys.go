@@ -51,7 +51,7 @@ func (s *System) RotateKey(ctx context.Context, p Principal, keyID string, grace
 	} else if !ok || old.OwnerID != p.OwnerID || old.Livemode != p.Livemode {
 		return CreatedKey{}, notFound
 	}
-	now := s.clock.Now()
+	now := s.nowFor(p.OwnerID, p.Env())
 	switch {
 	case old.RevokedAt != nil:
 		return CreatedKey{}, &Error{Code: CodeConflict, Message: fmt.Sprintf("Key %s is revoked; it cannot be rotated. Create a new key instead.", keyID)}
@@ -107,7 +107,7 @@ func (s *System) CreateOwnerKey(ctx context.Context, p Principal) (CreatedKey, e
 	}
 	s.keyChangeMu.Lock()
 	defer s.keyChangeMu.Unlock()
-	now := s.clock.Now()
+	now := s.nowFor(p.OwnerID, p.Env())
 	active := 0
 	err = s.store.Scan(bKeys, nil, nil, false, func(_, v []byte) bool {
 		var k APIKey

@@ -180,6 +180,12 @@ func (a *agentActor) Receive(ctx actor.Context) {
 		}
 		a.changeAgent(msg)
 		a.publishView()
+	case *clockMoved:
+		a.received++
+		if a.loaded {
+			a.catchUp()
+			a.publishView()
+		}
 	case *reloadAgent:
 		a.received++
 		if a.loaded {
@@ -198,7 +204,14 @@ func (a *agentActor) failLoad(reply chan SpendResult) bool {
 	return true
 }
 
-func (a *agentActor) now() time.Time { return a.sys.clock.Now().UTC() }
+// now is the agent's time: the service clock plus its practice
+// environment's offset.
+func (a *agentActor) now() time.Time {
+	if a.env == nil {
+		return a.sys.clock.Now().UTC()
+	}
+	return a.env.now(a.sys.clock)
+}
 
 func (a *agentActor) subject() policy.Subject {
 	return policy.Subject{Paused: a.agent.Status == AgentPaused}

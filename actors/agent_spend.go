@@ -46,12 +46,12 @@ func (a *agentActor) load() {
 		a.loadErr = errorf(CodeNotFound, "No agent %s exists.", a.id)
 		return
 	}
-	now := a.now()
-	if err := a.loadPolicy(now); err != nil {
+	if a.env, err = a.sys.env(a.agent.OwnerID, EnvOf(a.agent.Livemode)); err != nil {
 		a.loadErr = AsError(err)
 		return
 	}
-	if a.env, err = a.sys.env(a.agent.OwnerID, EnvOf(a.agent.Livemode)); err != nil {
+	now := a.now() // the environment's clock, practice offset included
+	if err := a.loadPolicy(now); err != nil {
 		a.loadErr = AsError(err)
 		return
 	}
@@ -151,7 +151,7 @@ func (a *agentActor) resumeOpenWork() {
 		switch sp.Status {
 		case policy.StatusPendingApproval:
 			if sp.Approval != nil {
-				a.sys.timers.schedule(sp.ID, a.id, sp.Approval.ExpiresAt)
+				a.sys.timers.schedule(sp.ID, a.id, sp.Approval.ExpiresAt.Sub(a.now()))
 			}
 		case policy.StatusApproved:
 			a.dispatch(sp, nil, false, 0)
@@ -262,7 +262,7 @@ func (a *agentActor) create(m *createSpend) {
 		a.waiting[id] = m.reply
 		a.dispatch(sp, t, false, 0)
 	case policy.StatusPendingApproval:
-		a.sys.timers.schedule(id, a.id, sp.Approval.ExpiresAt)
+		a.sys.timers.schedule(id, a.id, sp.Approval.ExpiresAt.Sub(a.now()))
 		m.reply <- SpendResult{Body: body, Ticket: t, Status: sp.Status}
 	default:
 		m.reply <- SpendResult{Body: body, Ticket: t, Status: sp.Status}
@@ -514,7 +514,7 @@ func (a *agentActor) expire(spendID string) {
 	}
 	now := a.now()
 	if now.Before(sp.Approval.ExpiresAt) {
-		a.sys.timers.schedule(sp.ID, a.id, sp.Approval.ExpiresAt)
+		a.sys.timers.schedule(sp.ID, a.id, sp.Approval.ExpiresAt.Sub(a.now()))
 		return
 	}
 	c := &change{spends: []string{sp.ID}}

@@ -129,7 +129,7 @@ func (s *System) Check(ctx context.Context, p Principal, destination string, amo
 		return policy.CheckResult{}, err
 	}
 	l := v.ledger // a private copy: the rules roll windows forward on it
-	return policy.Check(v.policy, &l, v.pool(), policy.Subject{Paused: v.paused}, destination, amount, s.clock.Now()), nil
+	return policy.Check(v.policy, &l, v.pool(), policy.Subject{Paused: v.paused}, destination, amount, v.env.now(s.clock)), nil
 }
 
 // Balance is the agent's spendable amount (spec 2.7), from its snapshot.
@@ -139,7 +139,7 @@ func (s *System) Balance(ctx context.Context, p Principal) (policy.Balance, erro
 		return policy.Balance{}, err
 	}
 	l := v.ledger
-	return policy.ComputeBalance(p.AgentID, v.policy, &l, v.pool(), s.clock.Now()), nil
+	return policy.ComputeBalance(p.AgentID, v.policy, &l, v.pool(), v.env.now(s.clock)), nil
 }
 
 // Policy is the agent's policy in effect.
@@ -153,7 +153,7 @@ func (s *System) Policy(p Principal, agentID string) (policy.Policy, error) {
 	} else if !ok || !s.visible(p, agentID, ag.Livemode) {
 		return policy.Policy{}, errorf(CodeNotFound, "No agent %s exists.", agentID)
 	}
-	out, found, err := effectivePolicy(s.store, agentID, s.clock.Now())
+	out, found, err := effectivePolicy(s.store, agentID, s.nowFor(ag.OwnerID, EnvOf(ag.Livemode)))
 	if err != nil {
 		return out, ErrUnavailable
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentpay/guard/persistence"
@@ -21,6 +22,8 @@ type envLedger struct {
 	mu    sync.Mutex
 	key   []byte
 	state EnvState
+	// offset mirrors state.ClockOffset (practice clock) for lock-free reads.
+	offset atomic.Int64
 }
 
 func (s *System) env(ownerID string, env Env) (*envLedger, error) {
@@ -38,6 +41,7 @@ func (s *System) env(ownerID string, env Env) (*envLedger, error) {
 	if !found {
 		return nil, errorf(CodeNotFound, "The owner environment %s/%s does not exist.", ownerID, env)
 	}
+	e.offset.Store(int64(e.state.ClockOffset))
 	s.envs[k] = e
 	return e, nil
 }

@@ -206,7 +206,7 @@ func cursorParam(q ListParams) string {
 // only its own agent's events whose audience includes agents.
 func (s *System) ListEvents(p Principal, q ListParams) (Page, error) {
 	q.Limit = normalizeLimit(q.Limit)
-	floor := s.clock.Now().Add(-EventRetention)
+	floor := s.nowFor(p.OwnerID, p.Env()).Add(-EventRetention)
 	if q.Created.Gte == nil || q.Created.Gte.Before(floor) {
 		q.Created.Gte = &floor // older history is clipped, not an error
 	}

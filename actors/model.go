@@ -52,7 +52,9 @@ type EnvState struct {
 	// ReceiptChain is the hash of the newest receipt, the link the next one
 	// carries.
 	ReceiptChain string `json:"receipt_chain"`
-	ActiveAgents int    `json:"active_agents"`
+	// ClockOffset is how far a practice environment's clock was advanced.
+	ClockOffset  time.Duration `json:"clock_offset,omitempty"`
+	ActiveAgents int           `json:"active_agents"`
 	// LowBalanceThreshold is the pool_available below which the owner is
 	// warned with wallet.low_balance; zero warns never.
 	LowBalanceThreshold policy.Amount `json:"low_balance_threshold"`

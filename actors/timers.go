@@ -20,7 +20,7 @@ func newExpiryTimers(s *System) *expiryTimers {
 	return &expiryTimers{sys: s, timers: make(map[string]Timer)}
 }
 
-func (e *expiryTimers) schedule(spendID, agentID string, at time.Time) {
+func (e *expiryTimers) schedule(spendID, agentID string, d time.Duration) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stopped {
@@ -29,7 +29,6 @@ func (e *expiryTimers) schedule(spendID, agentID string, at time.Time) {
 	if t, ok := e.timers[spendID]; ok {
 		t.Stop()
 	}
-	d := at.Sub(e.sys.clock.Now())
 	if d < 0 {
 		d = 0
 	}

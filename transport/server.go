@@ -140,6 +140,8 @@ func (s *Server) routes(r *router.Router) {
 	r.GET("/v1/funding", s.wrap(s.ownerOnly(s.getFunding)))
 	r.POST("/v1/funding", s.wrap(s.ownerOnly(s.updateFunding, ratelimit.AdminWrites)))
 	r.POST("/v1/test/deposits", s.wrap(s.ownerOnly(s.testDeposit, ratelimit.PracticeControl)))
+	r.GET("/v1/test/clock", s.wrap(s.ownerOnly(s.getTestClock, ratelimit.PracticeControl)))
+	r.POST("/v1/test/clock/advance", s.wrap(s.ownerOnly(s.advanceTestClock, ratelimit.PracticeControl)))
 	r.POST("/v1/policy_changes/{id}/cancel", s.wrap(s.ownerOnly(s.cancelPolicyChange, ratelimit.AdminWrites)))
 }
 

@@ -178,6 +178,8 @@ func TestRateLimitedAnswersMatchDocument(t *testing.T) {
 		{"GET", "/v1/funding", owner, ""},
 		{"POST", "/v1/funding", owner, `{}`},
 		{"POST", "/v1/test/deposits", owner, `{"amount":"1.00"}`},
+		{"GET", "/v1/test/clock", owner, ""},
+		{"POST", "/v1/test/clock/advance", owner, `{"seconds":60}`},
 	} {
 		r := h.do(c.method, c.path, c.key, map[string]string{"Idempotency-Key": "rl-key"}, c.body)
 		h.want(r, 429, "rate_limited")

@@ -1,0 +1,89 @@
+package transport_test
+
+import (
+	"net/http"
+	"strconv"
+	"testing"
+)
+
+func advanceClock(t *testing.T, e *env, seconds int) map[string]any {
+	t.Helper()
+	r := call(t, e.srv, http.MethodPost, "/v1/test/clock/advance", e.owner.TestKey, nil, `{"seconds":`+strconv.Itoa(seconds)+`}`)
+	mustStatus(t, r, http.StatusOK)
+	quiesce(t, e.srv) // the agents catch up with the new time
+	return r.Body
+}
+
+// Moving the practice clock across 00:00 UTC resets the daily cap, and
+// approvals whose lifetime ends under it expire with spend.expired.
+func TestPracticeClockResetsDailyCapAndExpiresApprovals(t *testing.T) {
+	e := start(t) // the service clock is frozen at 12:00 UTC
+	_, key := e.srv.NewAgent(t, e.owner.TestKey,
+		`{"per_spend_limit":"10.00","daily_cap":"10.00","monthly_cap":"100.00","approval_over":"10.00","trusted_destinations":["api.vendor.com"]}`)
+	if sp := created(t, e.srv, key, spendBody("9.00", "api.vendor.com", "/a")); sp["status"] != "settled" {
+		t.Fatalf("first spend: %v", sp["status"])
+	}
+	if sp := created(t, e.srv, key, spendBody("5.00", "api.vendor.com", "/b")); sp["decline_reason"] != "daily_cap" {
+		t.Fatalf("over the cap: %v %v", sp["status"], sp["decline_reason"])
+	}
+	waiting := created(t, e.srv, key, spendBody("1.00", "untrusted.example.org", "/w"))
+	if waiting["status"] != "pending_approval" {
+		t.Fatalf("want a pending spend, got %v", waiting["status"])
+	}
+
+	clk := advanceClock(t, e, 16*60) // past the 15-minute approval lifetime
+	if clk["offset_seconds"].(float64) != 960 {
+		t.Fatalf("clock after the advance: %v", clk)
+	}
+	w := getSpend(t, e.srv, key, waiting["id"].(string), "")
+	if w.Body["status"] != "expired" || w.Body["hold"] != nil {
+		t.Fatalf("the approval did not expire under the practice clock: %s", w.Raw)
+	}
+	if ids, _ := listIDs(t, e.srv, key, "/v1/events?type=spend.expired"); len(ids) != 1 {
+		t.Fatalf("%d spend.expired events, want 1", len(ids))
+	}
+	// Still the same UTC day: still capped.
+	if sp := created(t, e.srv, key, spendBody("5.00", "api.vendor.com", "/c")); sp["decline_reason"] != "daily_cap" {
+		t.Fatalf("before midnight: %v %v", sp["status"], sp["decline_reason"])
+	}
+	advanceClock(t, e, 12*3600) // now past 00:00 UTC
+	if sp := created(t, e.srv, key, spendBody("5.00", "api.vendor.com", "/d")); sp["status"] != "settled" {
+		t.Fatalf("after midnight the daily cap should have reset: %v %v", sp["status"], sp["decline_reason"])
+	}
+	b := balance(t, e.srv, key)
+	if got := obj(t, b, "components")["daily_remaining"]; got == "1.00" || got == "0.00" {
+		t.Fatalf("daily_remaining %v counts yesterday's spend", got)
+	}
+}
+
+// A rotated practice key works until its grace ends on the practice clock
+// and not after.
+func TestPracticeClockEndsRotationGrace(t *testing.T) {
+	e := start(t)
+	me := call(t, e.srv, http.MethodGet, "/v1/me", e.agentKey, nil, nil)
+	keyID := obj(t, me.Body, "key")["id"].(string)
+	r := call(t, e.srv, http.MethodPost, "/v1/keys/"+keyID+"/rotate", e.owner.TestKey, nil, `{"grace_period_hours":1}`)
+	mustStatus(t, r, http.StatusCreated)
+	advanceClock(t, e, 59*60)
+	mustStatus(t, call(t, e.srv, http.MethodGet, "/v1/me", e.agentKey, nil, nil), http.StatusOK)
+	advanceClock(t, e, 2*60)
+	wantError(t, call(t, e.srv, http.MethodGet, "/v1/me", e.agentKey, nil, nil), 401, "authentication_error", "invalid_api_key", "")
+	mustStatus(t, call(t, e.srv, http.MethodGet, "/v1/me", r.Body["secret"].(string), nil, nil), http.StatusOK)
+}
+
+func TestPracticeClockInput(t *testing.T) {
+	e := start(t)
+	for _, body := range []string{`{}`, `{"seconds":0}`, `{"seconds":-5}`, `{"seconds":31622401}`, `{"seconds":"60"}`} {
+		r := call(t, e.srv, http.MethodPost, "/v1/test/clock/advance", e.owner.TestKey, nil, body)
+		if r.Status != http.StatusBadRequest || errorOf(t, r)["param"] != "seconds" {
+			t.Fatalf("%s answered %d: %s", body, r.Status, r.Raw)
+		}
+	}
+	if c := call(t, e.srv, http.MethodGet, "/v1/test/clock", e.owner.TestKey, nil, nil); c.Body["offset_seconds"].(float64) != 0 {
+		t.Fatalf("a refused advance moved the clock: %s", c.Raw)
+	}
+	wantError(t, call(t, e.srv, http.MethodPost, "/v1/test/clock/advance", e.owner.LiveKey, nil, `{"seconds":60}`),
+		404, "not_found_error", "resource_missing", "")
+	wantError(t, call(t, e.srv, http.MethodGet, "/v1/test/clock", e.agentKey, nil, nil),
+		403, "permission_error", "key_kind_not_allowed", "")
+}
