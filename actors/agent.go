@@ -180,6 +180,13 @@ func (a *agentActor) Receive(ctx actor.Context) {
 		}
 		a.changeAgent(msg)
 		a.publishView()
+	case *decideApproval:
+		a.received++
+		if a.failLoad(msg.reply) {
+			return
+		}
+		a.decide(msg)
+		a.publishView()
 	case *clockMoved:
 		a.received++
 		if a.loaded {

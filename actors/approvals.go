@@ -1,0 +1,195 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/agentpay/guard/policy"
+)
+
+// Decisions an owner can give on an approval.
+const (
+	DecisionApprove = "approve"
+	DecisionReject  = "reject"
+)
+
+// Decision is an owner's answer to an approval, with where it came from.
+// No API key can give one: the console (the owner's own session) and the
+// signed links it sends are the only callers.
+type Decision struct {
+	ApprovalID string
+	Decision   string // DecisionApprove or DecisionReject
+	// ItemsHash, when set, must equal the approval's: a link signed for
+	// one purchase cannot decide another.
+	ItemsHash string
+	Channel   string // "console", "email", "chat"
+	Reference string // session or link id, for the audit trail
+}
+
+type decideApproval struct {
+	d     Decision
+	reply chan SpendResult
+}
+
+// DecideApproval records the owner's decision. Exactly one decision ever
+// wins: decisions run in the agent's actor one at a time, and only a spend
+// still pending can take one; every later or concurrent decision is
+// refused with a message saying what happened instead.
+func (s *System) DecideApproval(ctx context.Context, ownerID string, d Decision) (SpendResult, error) {
+	notFound := errorf(CodeNotFound, "No approval %s exists.", d.ApprovalID)
+	if !ValidID("apr", d.ApprovalID) || d.Decision != DecisionApprove && d.Decision != DecisionReject {
+		return SpendResult{}, notFound
+	}
+	spendID, err := s.store.Get(bApprovals, []byte(d.ApprovalID))
+	if err != nil {
+		return SpendResult{}, ErrUnavailable
+	}
+	if spendID == nil {
+		return SpendResult{}, notFound
+	}
+	var sp policy.Spend
+	if ok, err := s.getJSON(bSpends, spendID, &sp); err != nil {
+		return SpendResult{}, ErrUnavailable
+	} else if !ok {
+		return SpendResult{}, notFound
+	}
+	var ag Agent
+	if ok, err := s.getJSON(bAgents, []byte(sp.AgentID), &ag); err != nil || !ok || ag.OwnerID != ownerID {
+		return SpendResult{}, notFound
+	}
+	r, err := ask(ctx, s, sp.AgentID, func(reply chan SpendResult) any { return &decideApproval{d: d, reply: reply} })
+	if err != nil {
+		return SpendResult{}, err
+	}
+	if r.Err != nil {
+		return r, r.Err
+	}
+	return r, WaitDurable(ctx, r)
+}
+
+// decide runs in the agent actor.
+func (a *agentActor) decide(m *decideApproval) {
+	d := m.d
+	var sp *policy.Spend
+	for _, s := range a.active {
+		if s.Approval != nil && s.Approval.ID == d.ApprovalID {
+			sp = s
+		}
+	}
+	if sp == nil || sp.Status != policy.StatusPendingApproval {
+		m.reply <- SpendResult{Err: a.whyNotPending(d.ApprovalID)}
+		return
+	}
+	if d.ItemsHash != "" && d.ItemsHash != sp.Approval.ItemsHash {
+		m.reply <- SpendResult{Err: &Error{Code: CodeConflict,
+			Message: "The purchase changed since this approval was requested; decide on the current request."}}
+		return
+	}
+	now := a.now()
+	if !now.Before(sp.Approval.ExpiresAt) {
+		a.expire(sp.ID)
+		m.reply <- SpendResult{Err: &Error{Code: CodeConflict, Message: "The approval expired before the decision; nothing was paid."}}
+		return
+	}
+	if d.Decision == DecisionApprove && a.agent.Status == AgentPaused {
+		m.reply <- SpendResult{Err: &Error{Code: CodeConflict,
+			Message: "The agent is paused; resume it before approving its payments."}}
+		return
+	}
+
+	c := &change{spends: []string{sp.ID}}
+	a.env.mu.Lock()
+	verdict := d.Decision
+	reason := policy.ReasonOwnerRejected
+	if verdict == DecisionApprove {
+		if changed := a.rulesNowDecline(sp, now); changed != "" {
+			verdict, reason = DecisionReject, policy.ReasonPolicyChanged
+			sp.Message = changed
+		}
+	}
+	status := "approved"
+	if verdict == DecisionReject {
+		status = "rejected"
+	}
+	c.event(a.env, a.id, "approval.decided", map[string]any{"id": d.ApprovalID, "object": "approval", "status": status,
+		"spend_id": sp.ID, "decision": d.Decision, "channel": d.Channel, "reference": d.Reference}, audienceOwner, now)
+	if verdict == DecisionApprove {
+		sp.Approve(now)
+		a.ledger.Restatus(sp.ID, policy.StatusApproved)
+	} else {
+		msg := "The owner rejected the payment; nothing was paid and the allowance was released."
+		if reason == policy.ReasonPolicyChanged {
+			msg = sp.Message
+		}
+		a.ledger.Release(sp.ID, now)
+		a.env.state.Held = a.env.state.Held.Sub(sp.Amount)
+		sp.Decline(reason, policy.GateApproval, msg, now)
+		c.del(bActive, join(a.id, sp.ID))
+	}
+	c.event(a.env, a.id, sp.Status.EventType(), spendRef(sp), audienceBoth, now)
+	body := mustJSON(sp)
+	c.putRaw(bSpends, []byte(sp.ID), body)
+	c.put(bLedgers, []byte(a.id), a.ledger.Counters())
+	t := a.sys.commit(a.gen, a.env, c)
+	a.env.mu.Unlock()
+	a.sys.timers.cancel(sp.ID)
+	a.appended(t, sp, body)
+	if sp.Status == policy.StatusApproved {
+		a.dispatch(sp, t, false, 0)
+	} else {
+		delete(a.active, sp.ID)
+	}
+	m.reply <- SpendResult{Body: body, Ticket: t, Status: sp.Status}
+}
+
+// rulesNowDecline re-runs the rules for a spend approved under an older
+// policy version: if the rules in effect now would decline it, it must not
+// be paid. The spend's own hold is taken out first, so it is not counted
+// twice. Caller holds the environment lock.
+func (a *agentActor) rulesNowDecline(sp *policy.Spend, now time.Time) string {
+	if sp.PolicyVersion == a.policy.Version {
+		return ""
+	}
+	l := a.ledger
+	holds := make(map[string]policy.HoldEntry, len(a.ledger.Holds))
+	for k, v := range a.ledger.Holds {
+		if k != sp.ID {
+			holds[k] = v
+		}
+	}
+	l.Holds = holds
+	pool := a.env.pool()
+	pool.Available = pool.Available.Add(sp.Amount)
+	d := policy.Decide(&a.policy, &l, pool, a.subject(),
+		policy.Request{Amount: sp.Amount, Destination: sp.Destination, Resource: sp.Resource}, now)
+	if d.Outcome != policy.StatusDeclined {
+		return ""
+	}
+	return fmt.Sprintf("The owner's rules changed (version %d to %d) while the payment waited, and they now decline it (%s); nothing was paid.",
+		sp.PolicyVersion, a.policy.Version, d.Reason)
+}
+
+// whyNotPending explains why an approval cannot take a decision.
+func (a *agentActor) whyNotPending(approvalID string) *Error {
+	spendID, _ := a.sys.store.Get(bApprovals, []byte(approvalID))
+	var sp policy.Spend
+	if spendID != nil {
+		if l, ok := a.latest[string(spendID)]; ok {
+			_ = jsonUnmarshal(l.body, &sp)
+		} else {
+			_, _ = a.sys.getJSON(bSpends, spendID, &sp)
+		}
+	}
+	switch sp.Status {
+	case policy.StatusApproved, policy.StatusProcessing, policy.StatusSettled, policy.StatusFailed:
+		return &Error{Code: CodeConflict, Message: "This approval was already approved; the payment is " + string(sp.Status) + "."}
+	case policy.StatusDeclined:
+		return &Error{Code: CodeConflict, Message: "This approval was already decided: the payment was declined."}
+	case policy.StatusExpired:
+		return &Error{Code: CodeConflict, Message: "The approval expired before a decision; nothing was paid."}
+	case policy.StatusCancelled:
+		return &Error{Code: CodeConflict, Message: "The agent cancelled this payment before a decision; nothing was paid."}
+	}
+	return errorf(CodeNotFound, "No approval %s exists.", approvalID)
+}

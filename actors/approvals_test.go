@@ -1,0 +1,215 @@
+package actors_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentpay/guard/actors"
+	"github.com/agentpay/guard/internal/guardtest"
+	"github.com/agentpay/guard/policy"
+)
+
+type approvalFixture struct {
+	h     *harness
+	owner actors.Principal
+	agent actors.Principal
+	n     int
+}
+
+func newApprovalFixture(t *testing.T) *approvalFixture {
+	t.Helper()
+	clock := guardtest.NewFakeClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
+	h := newHarness(t, clock, "100.00")
+	ctx := context.Background()
+	oc, err := h.sys.CreateOwner(ctx, "o", "o@owner.invalid", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, _ := h.sys.Authenticate(oc.Keys[actors.EnvTest])
+	trusted := []string{"api.vendor.com"}
+	ag, _, err := h.sys.CreateAgent(ctx, owner, "a", &policy.RulesInput{TrustedDestinations: &trusted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := h.sys.CreateAgentKey(ctx, owner, ag.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, _ := h.sys.Authenticate(k.Secret)
+	return &approvalFixture{h: h, owner: owner, agent: agent}
+}
+
+// pending creates a spend waiting for the owner (an untrusted destination).
+func (f *approvalFixture) pending(t *testing.T) policy.Spend {
+	t.Helper()
+	f.n++
+	in := actors.SpendInput{Amount: policy.MustAmount("2.00"), Currency: "usdc", Destination: "shop.example.org",
+		Resource: policy.Resource{Host: "shop.example.org", Path: "/item", Method: "GET"},
+		URL:      "https://shop.example.org/item", IdempotencyKey: "k" + string(rune('a'+f.n))}
+	r, err := f.h.sys.CreateSpend(context.Background(), f.agent, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sp policy.Spend
+	if err := json.Unmarshal(r.Body, &sp); err != nil || sp.Status != policy.StatusPendingApproval {
+		t.Fatalf("want a pending spend, got %s (%v)", r.Body, err)
+	}
+	return sp
+}
+
+func (f *approvalFixture) decide(sp policy.Spend, decision string) (policy.Spend, error) {
+	r, err := f.h.sys.DecideApproval(context.Background(), f.owner.OwnerID, actors.Decision{
+		ApprovalID: sp.Approval.ID, Decision: decision, ItemsHash: sp.Approval.ItemsHash, Channel: "console", Reference: "test"})
+	var out policy.Spend
+	if err == nil {
+		_ = json.Unmarshal(r.Body, &out)
+	}
+	return out, err
+}
+
+func (f *approvalFixture) read(t *testing.T, id string) policy.Spend {
+	t.Helper()
+	quiesce(t, f.h)
+	body, err := f.h.sys.GetSpend(context.Background(), f.agent, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sp policy.Spend
+	_ = json.Unmarshal(body, &sp)
+	return sp
+}
+
+func conflict(err error) bool {
+	var e *actors.Error
+	return errors.As(err, &e) && e.Code == actors.CodeConflict
+}
+
+func TestApproveSettles(t *testing.T) {
+	f := newApprovalFixture(t)
+	sp := f.pending(t)
+	got, err := f.decide(sp, actors.DecisionApprove)
+	if err != nil || got.Status != policy.StatusApproved || got.Approval.Status != "approved" {
+		t.Fatalf("approve: %v %+v", err, got.Status)
+	}
+	if done := f.read(t, sp.ID); done.Status != policy.StatusSettled || done.AmountSettled == nil {
+		t.Fatalf("after approval the spend is %s, want settled", done.Status)
+	}
+	if r := actors.Audit(f.h.store, nil); r.Err() != nil {
+		t.Fatal(r.Err())
+	}
+}
+
+func TestRejectDeclinesAndReleases(t *testing.T) {
+	f := newApprovalFixture(t)
+	sp := f.pending(t)
+	got, err := f.decide(sp, actors.DecisionReject)
+	if err != nil || got.Status != policy.StatusDeclined || *got.DeclineReason != policy.ReasonOwnerRejected || got.Hold != nil {
+		t.Fatalf("reject: %v %+v", err, got)
+	}
+	b, _ := f.h.sys.Balance(context.Background(), f.agent)
+	if b.Held != "0.00" || b.PendingCount != 0 {
+		t.Fatalf("after a rejection held %s, pending %d", b.Held, b.PendingCount)
+	}
+	if _, err := f.decide(sp, actors.DecisionApprove); !conflict(err) {
+		t.Fatalf("a second decision must be refused, got %v", err)
+	}
+}
+
+// Exactly one decision wins when an approval and a rejection race.
+func TestConcurrentDecisionsOneWins(t *testing.T) {
+	f := newApprovalFixture(t)
+	for round := 0; round < 4; round++ {
+		sp := f.pending(t)
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i, d := range []string{actors.DecisionApprove, actors.DecisionReject} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = f.decide(sp, d)
+			}()
+		}
+		wg.Wait()
+		wins := 0
+		for _, err := range errs {
+			switch {
+			case err == nil:
+				wins++
+			case !conflict(err):
+				t.Fatalf("unexpected error %v", err)
+			}
+		}
+		if wins != 1 {
+			t.Fatalf("round %d: %d decisions won, want exactly 1 (%v)", round, wins, errs)
+		}
+	}
+	if r := actors.Audit(f.h.store, nil); r.Err() != nil {
+		t.Fatal(r.Err())
+	}
+}
+
+func TestDecisionsRefusedAfterExpiryOrCancel(t *testing.T) {
+	f := newApprovalFixture(t)
+	expiring := f.pending(t)
+	cancelled := f.pending(t)
+	if _, err := f.h.sys.CancelSpend(context.Background(), f.agent, cancelled.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.decide(cancelled, actors.DecisionApprove); !conflict(err) {
+		t.Fatalf("approving a cancelled spend: %v", err)
+	}
+	f.h.clock.Advance(16 * time.Minute)
+	quiesce(t, f.h)
+	if _, err := f.decide(expiring, actors.DecisionApprove); !conflict(err) {
+		t.Fatalf("approving an expired spend: %v", err)
+	}
+	if got := f.read(t, expiring.ID); got.Status != policy.StatusExpired {
+		t.Fatalf("status %s, want expired", got.Status)
+	}
+	other := f.pending(t)
+	other.Approval.ItemsHash = "sha256:" + "00"
+	if _, err := f.decide(other, actors.DecisionApprove); !conflict(err) {
+		t.Fatalf("a decision for other items must be refused: %v", err)
+	}
+	if _, err := f.h.sys.DecideApproval(context.Background(), "not-the-owner", actors.Decision{ApprovalID: other.Approval.ID, Decision: actors.DecisionApprove}); err == nil {
+		t.Fatal("another owner decided this approval")
+	}
+}
+
+// A spend approved after the rules changed to decline it is declined with
+// policy_changed and never paid.
+func TestApprovalUnderChangedRulesIsDeclined(t *testing.T) {
+	f := newApprovalFixture(t)
+	sp := f.pending(t)
+	blocked := []string{"*.example.org"}
+	_, err := f.h.sys.PublishPolicy(context.Background(), f.owner, f.agent.AgentID, func(r policy.Rules) (policy.Rules, *actors.Error) {
+		r.BlockedDestinations, _ = parsePatterns(blocked)
+		return r, nil
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.decide(sp, actors.DecisionApprove)
+	if err != nil || got.Status != policy.StatusDeclined || *got.DeclineReason != policy.ReasonPolicyChanged {
+		t.Fatalf("approve under changed rules: %v %s %v", err, got.Status, got.DeclineReason)
+	}
+	if done := f.read(t, sp.ID); done.Status != policy.StatusDeclined || done.Settlement != nil {
+		t.Fatalf("the spend was paid after all: %+v", done.Status)
+	}
+}
+
+func parsePatterns(ss []string) ([]policy.Pattern, error) {
+	out := make([]policy.Pattern, 0, len(ss))
+	for _, s := range ss {
+		p, err := policy.ParsePattern(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
