@@ -28,10 +28,15 @@ type envLedger struct {
 
 func (s *System) env(ownerID string, env Env) (*envLedger, error) {
 	k := string(join(ownerID, string(env)))
+	// Every request looks its environment up (the practice clock ages its
+	// key), so the common case takes no lock.
+	if e, ok := s.envs.Load(k); ok {
+		return e.(*envLedger), nil
+	}
 	s.envMu.Lock()
 	defer s.envMu.Unlock()
-	if e, ok := s.envs[k]; ok {
-		return e, nil
+	if e, ok := s.envs.Load(k); ok {
+		return e.(*envLedger), nil
 	}
 	e := &envLedger{key: []byte(k)}
 	found, err := s.getJSON(bEnvs, e.key, &e.state)
@@ -42,7 +47,7 @@ func (s *System) env(ownerID string, env Env) (*envLedger, error) {
 		return nil, errorf(CodeNotFound, "The owner environment %s/%s does not exist.", ownerID, env)
 	}
 	e.offset.Store(int64(e.state.ClockOffset))
-	s.envs[k] = e
+	s.envs.Store(k, e)
 	return e, nil
 }
 

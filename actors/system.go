@@ -110,7 +110,7 @@ type System struct {
 	agents map[string]*agentEntry
 
 	envMu sync.Mutex
-	envs  map[string]*envLedger
+	envs  sync.Map // owner id|env -> *envLedger; envMu serializes loading
 
 	// keyChangeMu serializes the key changes whose checks read the store:
 	// rotations (a key is rotated once), revocations and owner key
@@ -148,7 +148,6 @@ func New(cfg Config) (*System, error) {
 			return cfg.Logger.With("lib", "protoactor")
 		})),
 		agents: make(map[string]*agentEntry),
-		envs:   make(map[string]*envLedger),
 		ctx:    ctx, cancel: cancel,
 	}
 	s.hub = newHub()
@@ -322,7 +321,7 @@ func (s *System) StoreFailed(err error) {
 	}
 	s.regMu.Unlock()
 	s.envMu.Lock()
-	s.envs = make(map[string]*envLedger)
+	s.envs.Clear()
 	s.envMu.Unlock()
 	s.keyCache.Clear()
 }
