@@ -154,17 +154,7 @@ func TestWaitSecondsEndsOnChange(t *testing.T) {
 	for got := <-news; got != id; got = <-news {
 	}
 
-	type answer struct {
-		r   guardtest.Response
-		err error
-		d   time.Duration
-	}
-	got := make(chan answer, 1)
-	go func() {
-		begin := time.Now()
-		r, err := s.Send(http.MethodGet, "/v1/spends/"+id+"?wait_seconds=20", e.agentKey, nil, nil)
-		got <- answer{r, err, time.Since(begin)}
-	}()
+	got := waitingRead(s, e.agentKey, "/v1/spends/"+id+"?wait_seconds=20")
 	mustStatus(t, call(t, s, http.MethodPost, "/v1/spends/"+id+"/cancel", e.agentKey, nil, nil), http.StatusOK)
 	a := <-got
 	if a.err != nil {
@@ -202,17 +192,7 @@ func TestWaitSecondsIgnoresChangesAlreadySeen(t *testing.T) {
 	created(t, s, blockerKey, spendBody("1.00", "api.vendor.com", "/v1/block"))
 	sp := created(t, s, e.agentKey, spendBody("2.00", "new.vendor.io", "/v1/wait"))
 
-	type answer struct {
-		r   guardtest.Response
-		err error
-		d   time.Duration
-	}
-	got := make(chan answer, 1)
-	go func() {
-		begin := time.Now()
-		r, err := s.Send(http.MethodGet, "/v1/spends/"+sp["id"].(string)+"?wait_seconds=2", e.agentKey, nil, nil)
-		got <- answer{r, err, time.Since(begin)}
-	}()
+	got := waitingRead(s, e.agentKey, "/v1/spends/"+sp["id"].(string)+"?wait_seconds=2")
 	// Let the read reach its wait before the news goes out. Were it slower
 	// than this, the test would pass without showing anything; it cannot
 	// fail because of it.
@@ -228,4 +208,23 @@ func TestWaitSecondsIgnoresChangesAlreadySeen(t *testing.T) {
 	if a.d < 1900*time.Millisecond {
 		t.Errorf("wait_seconds=2 on an unchanged spend answered after %v: woken by the news of its own creation", a.d)
 	}
+}
+
+// timedAnswer is a response and how long it took.
+type timedAnswer struct {
+	r   guardtest.Response
+	err error
+	d   time.Duration
+}
+
+// waitingRead sends a GET in the background and delivers its answer with
+// the time it took, so a test can act while the read waits.
+func waitingRead(s *guardtest.Server, key, path string) <-chan timedAnswer {
+	got := make(chan timedAnswer, 1)
+	go func() {
+		begin := time.Now()
+		r, err := s.Send(http.MethodGet, path, key, nil, nil)
+		got <- timedAnswer{r, err, time.Since(begin)}
+	}()
+	return got
 }
