@@ -17,6 +17,7 @@ import (
 	"github.com/agentpay/guard/persistence"
 	"github.com/agentpay/guard/policy"
 	"github.com/agentpay/guard/transport"
+	"github.com/agentpay/guard/transport/approvallink"
 	"github.com/agentpay/guard/transport/rail"
 	"github.com/agentpay/guard/transport/ratelimit"
 	"github.com/agentpay/guard/transport/receipt"
@@ -33,6 +34,7 @@ type Service struct {
 	sys    *actors.System
 	api    *transport.Server
 	keys   *receipt.Keyring
+	links  *approvallink.Signer
 	closed sync.Once
 }
 
@@ -83,6 +85,10 @@ func Open(cfg Config, opts Options) (*Service, error) {
 		store.Close()
 		return nil, err
 	}
+	if svc.links, err = loadLinkSigner(store); err != nil {
+		store.Close()
+		return nil, err
+	}
 	pool, _ := policy.ParseAmount(cfg.PracticePool)
 	svc.sys, err = actors.New(actors.Config{
 		Store: store, Clock: opts.Clock, Signer: keyringSigner{svc.keys}, Logger: log,
@@ -121,6 +127,9 @@ func (s *Service) System() *actors.System { return s.sys }
 
 // Store exposes the journal (for consistency checks in tests).
 func (s *Service) Store() *persistence.Store { return s.store }
+
+// Links mints and verifies the signed approval links of notifications.
+func (s *Service) Links() *approvallink.Signer { return s.links }
 
 // JWKS is the public receipt key set.
 func (s *Service) JWKS() []byte { return s.keys.JWKS() }
@@ -195,4 +204,34 @@ func loadKeyring(store *persistence.Store, now time.Time) (*receipt.Keyring, err
 		return nil, errors.Join(errors.New("loading receipt keys"), err)
 	}
 	return kr, nil
+}
+
+const linkKeysBucket = "link_keys"
+
+// loadLinkSigner reads the approval-link key, creating it durably on the
+// first start so links sent before a restart still open after it.
+func loadLinkSigner(store *persistence.Store) (*approvallink.Signer, error) {
+	name := []byte("current")
+	var key []byte
+	err := store.Scan(linkKeysBucket, nil, nil, false, func(k, v []byte) bool {
+		if string(k) == string(name) {
+			key = append([]byte(nil), v...)
+		}
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the approval link key: %w", err)
+	}
+	if key == nil {
+		if key, err = approvallink.NewKey(); err != nil {
+			return nil, err
+		}
+		t := store.Append(store.Gen(), persistence.Record{Ops: []persistence.Op{persistence.Put(linkKeysBucket, name, key)}})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := t.Wait(ctx); err != nil {
+			return nil, fmt.Errorf("storing the approval link key: %w", err)
+		}
+	}
+	return approvallink.New(key)
 }
