@@ -85,7 +85,7 @@ func (c *change) event(e *envLedger, agentID, typ string, obj any, audience []st
 	e.state.Sequence++
 	ev := StoredEvent{Event: Event{ID: NewID("evt", now), Object: "event", Type: typ, APIVersion: APIVersion,
 		Created: now.UTC(), Livemode: e.state.Env.Livemode(), Sequence: e.state.Sequence, AgentID: agentID,
-		Data: EventData{Object: obj}}, AudienceList: audience}
+		Data: EventData{Object: obj}}, AudienceList: audience, OwnerID: e.state.OwnerID}
 	c.put(bEvents, seqKey(prefixOf(e.state.OwnerID, string(e.state.Env)), ev.Sequence), ev)
 	c.putRaw(bEventIDs, []byte(ev.ID), seqKey(nil, ev.Sequence))
 	c.events = append(c.events, ev)

@@ -29,6 +29,10 @@ const (
 	bReceipts      = "receipts"       // receipt id -> Receipt
 	bApprovals     = "approvals"      // approval id -> spend id
 	bMeta          = "service_meta"   // misc singletons
+
+	bWebhookEndpoints  = "webhook_endpoints"  // endpoint id -> webhookEndpoint
+	bWebhookDeliveries = "webhook_deliveries" // delivery id -> webhookDelivery, while pending
+	bWebhookCursors    = "webhook_cursors"    // owner id|env -> sequence(8) fanned out to webhooks
 )
 
 func join(parts ...string) []byte {

@@ -178,6 +178,9 @@ type SpendRef struct {
 type StoredEvent struct {
 	Event
 	AudienceList []string `json:"audience"`
+	// OwnerID names the owner of the event's environment for subscribers
+	// of the hub; it is not stored (the event's key names the owner).
+	OwnerID string `json:"-"`
 }
 
 // Receipt is a signed receipt as stored and served.

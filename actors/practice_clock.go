@@ -84,6 +84,7 @@ func (s *System) AdvanceClock(ctx context.Context, p Principal, by time.Duration
 		}
 		return true
 	})
+	s.webhooks.clockMoved(p.OwnerID, p.Env()) // retries that came due
 	return s.PracticeClock(p)
 }
 

@@ -51,7 +51,8 @@ type pingAgent struct {
 	reply chan *persistence.Ticket
 }
 
-// Quiesce returns once nothing is moving: no settlement call is running,
+// Quiesce returns once nothing is moving: no settlement call or webhook
+// attempt is running (nor an event waiting to be fanned out to webhooks),
 // every active agent has processed its mailbox, nothing new was sent while
 // checking, and the last change of every agent is durable. Work parked on a
 // timer (an approval expiry, a later verification) does not count: it moves

@@ -57,6 +57,8 @@ type Config struct {
 	// LoosenDelay is how long a loosening policy change waits before it
 	// applies (and can be cancelled).
 	LoosenDelay time.Duration
+	// WebhookSender sends webhook deliveries; nil keeps them queued.
+	WebhookSender WebhookSender
 }
 
 // Validate fills defaults and reports the first missing collaborator.
@@ -122,8 +124,9 @@ type System struct {
 	keyMu       sync.Mutex
 	keyEpoch    atomic.Uint64 // moves on every forgetKey
 
-	hub    *hub
-	timers *expiryTimers
+	hub      *hub
+	timers   *expiryTimers
+	webhooks *webhooks
 
 	ctx    context.Context // ends at Close: stops settlement and verification
 	cancel context.CancelFunc
@@ -152,6 +155,11 @@ func New(cfg Config) (*System, error) {
 	}
 	s.hub = newHub()
 	s.timers = newExpiryTimers(s)
+	s.webhooks = newWebhooks(s)
+	if err := s.webhooks.start(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("actors: loading webhooks: %w", err)
+	}
 	if err := s.resume(); err != nil {
 		s.Close()
 		return nil, err
@@ -167,6 +175,7 @@ func (s *System) Close() {
 		return
 	}
 	s.timers.stop()
+	s.webhooks.stop()
 	s.cancel()
 	s.work.Wait()
 	s.regMu.Lock()

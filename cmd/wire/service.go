@@ -21,6 +21,7 @@ import (
 	"github.com/agentpay/guard/transport/rail"
 	"github.com/agentpay/guard/transport/ratelimit"
 	"github.com/agentpay/guard/transport/receipt"
+	"github.com/agentpay/guard/transport/webhook"
 )
 
 // JournalFile is the name of the journal inside the data directory.
@@ -35,6 +36,7 @@ type Service struct {
 	api    *transport.Server
 	keys   *receipt.Keyring
 	links  *approvallink.Signer
+	hooks  *webhook.Sender
 	closed sync.Once
 }
 
@@ -90,11 +92,12 @@ func Open(cfg Config, opts Options) (*Service, error) {
 		return nil, err
 	}
 	pool, _ := policy.ParseAmount(cfg.PracticePool)
+	svc.hooks = webhook.NewSender(webhook.Options{})
 	svc.sys, err = actors.New(actors.Config{
 		Store: store, Clock: opts.Clock, Signer: keyringSigner{svc.keys}, Logger: log,
 		PracticeRail: rail.NewSimulated(rail.SimulatedOptions{Latency: cfg.SimulatedLatency}),
 		ConsoleURL:   cfg.ConsoleURL, IdleTimeout: cfg.IdleTimeout, SettleTimeout: cfg.SettleTimeout,
-		PracticePool: pool, LoosenDelay: cfg.LoosenDelay,
+		PracticePool: pool, LoosenDelay: cfg.LoosenDelay, WebhookSender: svc.hooks,
 	})
 	if err != nil {
 		store.Close()
@@ -145,6 +148,7 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	s.closed.Do(func() {
 		err = s.api.Shutdown(ctx)
 		s.sys.Close()
+		s.hooks.Close()
 		if cerr := s.store.Close(); cerr != nil && err == nil {
 			err = cerr
 		}

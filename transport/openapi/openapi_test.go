@@ -698,6 +698,8 @@ func TestServerMatchesDocument(t *testing.T) {
 		}
 	}
 
+	exerciseWebhooks(t, h)
+
 	// Undocumented routes and methods answer the error envelope.
 	h.want(h.do("GET", "/v2/spends", agent, nil, ""), 404, "route_not_found")
 	h.want(h.do("PUT", "/v1/me", agent, nil, ""), 404, "route_not_found")

@@ -146,6 +146,7 @@ func TestRateLimitedAnswersMatchDocument(t *testing.T) {
 		apr = "apr_00000000000000000000000000000000"
 		rcp = "rcp_00000000000000000000000000000000"
 		agt = "agt_00000000000000000000000000000000"
+		we  = "we_00000000000000000000000000000000"
 	)
 	for _, c := range []struct{ method, path, key, body string }{
 		{"POST", "/v1/spends", agent, fmt.Sprintf(vendorSpend, "0.10")},
@@ -180,6 +181,14 @@ func TestRateLimitedAnswersMatchDocument(t *testing.T) {
 		{"POST", "/v1/test/deposits", owner, `{"amount":"1.00"}`},
 		{"GET", "/v1/test/clock", owner, ""},
 		{"POST", "/v1/test/clock/advance", owner, `{"seconds":60}`},
+		{"GET", "/v1/webhook_endpoints", owner, ""},
+		{"POST", "/v1/webhook_endpoints", owner, `{"url":"https://hooks.example.com","enabled_events":["*"]}`},
+		{"GET", "/v1/webhook_endpoints/" + we, owner, ""},
+		{"POST", "/v1/webhook_endpoints/" + we, owner, `{"status":"enabled"}`},
+		{"DELETE", "/v1/webhook_endpoints/" + we, owner, ""},
+		{"POST", "/v1/webhook_endpoints/" + we + "/rotate_secret", owner, ""},
+		{"POST", "/v1/webhook_endpoints/" + we + "/test", owner, ""},
+		{"POST", "/v1/test/events/evt_00000000000000000000000000000000/redeliver", owner, ""},
 	} {
 		r := h.do(c.method, c.path, c.key, map[string]string{"Idempotency-Key": "rl-key"}, c.body)
 		h.want(r, 429, "rate_limited")

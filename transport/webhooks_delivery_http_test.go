@@ -1,0 +1,298 @@
+package transport_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentpay/guard/cmd/wire"
+	"github.com/agentpay/guard/internal/guardtest"
+)
+
+// A spend's events reach the owner's endpoint in sequence, each body
+// exactly as GET /v1/events lists it, signed with the endpoint's secret.
+// An endpoint gets only the types it subscribes to, and only events of its
+// own environment.
+func TestWebhookDeliversSpendEventsInSequence(t *testing.T) {
+	e := start(t)
+	spends := newReceiver(t, 200)
+	pauses := newReceiver(t, 204)
+	liveAll := newReceiver(t, 200)
+	ep := createEndpoint(t, e.srv, e.owner.TestKey, spends.url, "spend.*")
+	createEndpoint(t, e.srv, e.owner.TestKey, pauses.url, "agent.paused", "agent.resumed")
+	createEndpoint(t, e.srv, e.owner.LiveKey, liveAll.url, "*")
+	secret := ep["secret"].(string)
+
+	created(t, e.srv, e.agentKey, spendBody("1.00", "api.vendor.com", "/a"))  // approved, settled
+	created(t, e.srv, e.agentKey, spendBody("99.00", "api.vendor.com", "/b")) // approved, failed (practice magic amount)
+	created(t, e.srv, e.agentKey, spendBody("2.00", "api.vendor.com", "/c"))  // approved, settled
+	quiesce(t, e.srv)
+
+	want := listedEvents(t, e.srv, e.owner.TestKey, "/v1/events?type=spend.*&limit=50")
+	if len(want) != 6 {
+		t.Fatalf("%d spend events listed, want 6", len(want))
+	}
+	last := 0.0
+	for i, w := range want {
+		h := spends.next(t)
+		if !bytes.Equal(h.body, w) {
+			t.Fatalf("delivery %d body\n%s\nGET /v1/events lists\n%s", i, h.body, w)
+		}
+		if h.seq() <= last {
+			t.Fatalf("delivery %d has sequence %v after %v", i, h.seq(), last)
+		}
+		last = h.seq()
+		if n, ok := signedBy(t, h.sig(), h.body, secret); n != 1 || !ok {
+			t.Fatalf("delivery %d: Service-Signature %q (%d values) does not verify with the secret", i, h.sig(), n)
+		}
+		if ct := h.header.Get("Content-Type"); ct != "application/json" {
+			t.Errorf("Content-Type %q", ct)
+		}
+	}
+	spends.none(t, e.srv)
+	pauses.none(t, e.srv)
+
+	mustStatus(t, call(t, e.srv, http.MethodPost, "/v1/agents/"+e.agentID+"/pause", e.owner.TestKey, nil, nil), http.StatusOK)
+	if h := pauses.next(t); h.typ() != "agent.paused" {
+		t.Fatalf("the agent endpoint got %s", h.typ())
+	}
+	pauses.none(t, e.srv)
+	spends.none(t, e.srv)
+	liveAll.none(t, e.srv)
+}
+
+// A failing endpoint is retried on the practice clock, on the documented
+// schedule; a delivery is given up after 8 attempts; 20 consecutive
+// failures pause the endpoint with webhook_endpoint.paused; an update
+// re-enables it.
+func TestWebhookRetriesOnPracticeClockAndPauses(t *testing.T) {
+	e := start(t)
+	rc := newReceiver(t, 500)
+	ep := createEndpoint(t, e.srv, e.owner.TestKey, rc.url, "spend.settled")
+	id := ep["id"].(string)
+
+	d := sendTest(t, e.srv, e.owner.TestKey, id)
+	if d["object"] != "webhook_delivery" || d["status"] != "pending" || d["attempts"] != 0.0 || d["webhook_endpoint_id"] != id {
+		t.Fatalf("test delivery %s", mustJSONString(d))
+	}
+	first := rc.next(t)
+	if first.typ() != "webhook.test" || first.id() != d["event_id"] {
+		t.Fatalf("first attempt: %s", first)
+	}
+	if o := obj(t, obj(t, first.event, "data"), "object"); o["object"] != "webhook_test" || o["webhook_endpoint_id"] != id {
+		t.Fatalf("test event object %v", o)
+	}
+	rc.none(t, e.srv)
+
+	schedule := []time.Duration{time.Minute, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 8 * time.Hour, 8 * time.Hour}
+	for i, wait := range schedule {
+		advanceClock(t, e, int(wait/time.Second)-1)
+		rc.none(t, e.srv) // not yet due
+		advanceClock(t, e, 1)
+		if h := rc.next(t); h.id() != first.id() || !bytes.Equal(h.body, first.body) {
+			t.Fatalf("attempt %d carried %s", i+2, h)
+		}
+		rc.none(t, e.srv)
+		if got := getEndpoint(t, e.srv, e.owner.TestKey, id)["consecutive_failures"]; got != float64(i+2) {
+			t.Fatalf("after attempt %d consecutive_failures = %v", i+2, got)
+		}
+	}
+	advanceClock(t, e, 48*3600) // 8 attempts: given up
+	rc.none(t, e.srv)
+	if g := getEndpoint(t, e.srv, e.owner.TestKey, id); g["status"] != "enabled" || g["consecutive_failures"] != 8.0 {
+		t.Fatalf("after one delivery given up: %v %v", g["status"], g["consecutive_failures"])
+	}
+
+	// Twelve more failures make twenty in a row.
+	for i := range 12 {
+		sendTest(t, e.srv, e.owner.TestKey, id)
+		if h := rc.next(t); h.typ() != "webhook.test" {
+			t.Fatalf("failure %d: %s", 9+i, h)
+		}
+	}
+	quiesce(t, e.srv)
+	g := getEndpoint(t, e.srv, e.owner.TestKey, id)
+	if g["status"] != "paused" || g["consecutive_failures"] != 20.0 || g["paused_at"] == nil {
+		t.Fatalf("after 20 failures: %s", mustJSONString(g))
+	}
+	paused := listedEvents(t, e.srv, e.owner.TestKey, "/v1/events?type=webhook_endpoint.paused")
+	if len(paused) != 1 || !strings.Contains(string(paused[0]), `"id":"`+id+`"`) || !strings.Contains(string(paused[0]), `"status":"paused"`) ||
+		strings.Contains(string(paused[0]), "whsec_") {
+		t.Fatalf("webhook_endpoint.paused events: %s", paused)
+	}
+	wantError(t, call(t, e.srv, http.MethodPost, "/v1/webhook_endpoints/"+id+"/test", e.owner.TestKey, nil, nil),
+		409, "invalid_request_error", "state_conflict", "")
+	advanceClock(t, e, 24*3600) // the pending retries were dropped with the pause
+	rc.none(t, e.srv)
+
+	rc.status.Store(200)
+	up := call(t, e.srv, http.MethodPost, "/v1/webhook_endpoints/"+id, e.owner.TestKey, nil, `{"status":"enabled"}`)
+	mustStatus(t, up, http.StatusOK)
+	if up.Body["status"] != "enabled" || up.Body["consecutive_failures"] != 0.0 || up.Body["paused_at"] != nil {
+		t.Fatalf("re-enabled: %s", up.Raw)
+	}
+	sendTest(t, e.srv, e.owner.TestKey, id)
+	if h := rc.next(t); h.typ() != "webhook.test" {
+		t.Fatalf("after re-enabling: %s", h)
+	}
+	rc.none(t, e.srv)
+}
+
+// During a rotation deliveries carry two v1 values, the new secret's
+// first; a receiver that knows only the new secret accepts them. The old
+// secret stops signing at the end of the grace period.
+func TestWebhookSecretRotation(t *testing.T) {
+	e := start(t)
+	rc := newReceiver(t, 200)
+	ep := createEndpoint(t, e.srv, e.owner.TestKey, rc.url, "spend.settled")
+	id, oldSecret := ep["id"].(string), ep["secret"].(string)
+
+	sendTest(t, e.srv, e.owner.TestKey, id)
+	if h := rc.next(t); !oneSignature(t, h, oldSecret) {
+		t.Fatalf("before rotation: %q", h.sig())
+	}
+	rot := call(t, e.srv, http.MethodPost, "/v1/webhook_endpoints/"+id+"/rotate_secret", e.owner.TestKey, nil, nil)
+	mustStatus(t, rot, http.StatusOK)
+	newSecret, _ := rot.Body["secret"].(string)
+	if !whsecPattern.MatchString(newSecret) || newSecret == oldSecret || rot.Body["previous_secret_expires_at"] != "2026-10-02T12:00:00Z" {
+		t.Fatalf("rotation answered %s", rot.Raw)
+	}
+	if strings.Contains(string(call(t, e.srv, http.MethodGet, "/v1/webhook_endpoints/"+id, e.owner.TestKey, nil, nil).Raw), "whsec_") {
+		t.Fatal("GET shows a secret after rotation")
+	}
+	sendTest(t, e.srv, e.owner.TestKey, id)
+	h := rc.next(t)
+	if n, ok := signedBy(t, h.sig(), h.body, newSecret); n != 2 || !ok {
+		t.Fatalf("during the overlap: %q does not carry two values one of which is the new secret's", h.sig())
+	}
+	if _, ok := signedBy(t, h.sig(), h.body, oldSecret); !ok {
+		t.Fatalf("during the overlap the old secret does not verify %q", h.sig())
+	}
+	if v1 := strings.Split(h.sig(), ",")[1]; !strings.HasPrefix(v1, "v1=") || !oneSignature(t, hit{header: http.Header{"Service-Signature": {strings.Split(h.sig(), ",")[0] + "," + v1}}, body: h.body}, newSecret) {
+		t.Fatalf("the first v1 value is not the new secret's: %q", h.sig())
+	}
+
+	advanceClock(t, e, 24*3600) // the overlap ends
+	if g := getEndpoint(t, e.srv, e.owner.TestKey, id); g["previous_secret_expires_at"] != nil {
+		t.Fatalf("after the overlap previous_secret_expires_at = %v", g["previous_secret_expires_at"])
+	}
+	sendTest(t, e.srv, e.owner.TestKey, id)
+	if h := rc.next(t); !oneSignature(t, h, newSecret) {
+		t.Fatalf("after the overlap: %q", h.sig())
+	}
+	rot = call(t, e.srv, http.MethodPost, "/v1/webhook_endpoints/"+id+"/rotate_secret", e.owner.TestKey, nil, `{"grace_period_hours":0}`)
+	mustStatus(t, rot, http.StatusOK)
+	sendTest(t, e.srv, e.owner.TestKey, id)
+	if h := rc.next(t); !oneSignature(t, h, rot.Body["secret"].(string)) {
+		t.Fatalf("rotation without grace: %q", h.sig())
+	}
+}
+
+// oneSignature reports a header with exactly one v1 value, made with secret.
+func oneSignature(t *testing.T, h hit, secret string) bool {
+	t.Helper()
+	n, ok := signedBy(t, h.sig(), h.body, secret)
+	return n == 1 && ok
+}
+
+// Re-delivery sends the same event again to the endpoints that subscribe
+// to it; it is a practice control.
+func TestWebhookRedeliver(t *testing.T) {
+	e := start(t)
+	rc := newReceiver(t, 200)
+	other := newReceiver(t, 200)
+	createEndpoint(t, e.srv, e.owner.TestKey, rc.url, "spend.settled")
+	createEndpoint(t, e.srv, e.owner.TestKey, other.url, "agent.*")
+	created(t, e.srv, e.agentKey, spendBody("1.00", "api.vendor.com", "/a"))
+	h := rc.next(t)
+	rc.none(t, e.srv)
+
+	r := call(t, e.srv, http.MethodPost, "/v1/test/events/"+h.id()+"/redeliver", e.owner.TestKey, nil, nil)
+	mustStatus(t, r, http.StatusOK)
+	data := r.Body["data"].([]any)
+	if len(data) != 1 || data[0].(map[string]any)["event_id"] != h.id() {
+		t.Fatalf("redeliver answered %s", r.Raw)
+	}
+	again := rc.next(t)
+	if again.id() != h.id() || !bytes.Equal(again.body, h.body) {
+		t.Fatalf("redelivered %s, first %s", again, h)
+	}
+	rc.none(t, e.srv)
+	other.none(t, e.srv)
+
+	// An event no endpoint takes: nothing queued.
+	approved := listedEvents(t, e.srv, e.owner.TestKey, "/v1/events?type=spend.approved")
+	r = call(t, e.srv, http.MethodPost, "/v1/test/events/"+idOf(t, approved[0])+"/redeliver", e.owner.TestKey, nil, `{}`)
+	mustStatus(t, r, http.StatusOK)
+	if data := r.Body["data"].([]any); len(data) != 0 {
+		t.Fatalf("redeliver of an unsubscribed event queued %s", r.Raw)
+	}
+	wantError(t, call(t, e.srv, http.MethodPost, "/v1/test/events/"+h.id()+"/redeliver", e.owner.LiveKey, nil, nil), 404, "not_found_error", "resource_missing", "")
+	wantError(t, call(t, e.srv, http.MethodPost, "/v1/test/events/evt_00000000000000000000000000000000/redeliver", e.owner.TestKey, nil, nil),
+		404, "not_found_error", "resource_missing", "")
+	wantError(t, call(t, e.srv, http.MethodPost, "/v1/test/events/"+h.id()+"/redeliver", e.srv.NewOwner(t).TestKey, nil, nil),
+		404, "not_found_error", "resource_missing", "")
+	wantError(t, call(t, e.srv, http.MethodPost, "/v1/test/events/"+h.id()+"/redeliver", e.agentKey, nil, nil), 403, "permission_error", "key_kind_not_allowed", "")
+	rc.none(t, e.srv)
+}
+
+func idOf(t *testing.T, raw []byte) string {
+	t.Helper()
+	i := bytes.Index(raw, []byte(`"id":"`))
+	if i < 0 {
+		t.Fatalf("no id in %s", raw)
+	}
+	rest := raw[i+6:]
+	return string(rest[:bytes.IndexByte(rest, '"')])
+}
+
+// Pending deliveries survive a restart: the new process loads them and
+// sends them when due, and events delivered before the stop are not sent
+// again.
+func TestWebhookDeliveriesSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	clock := guardtest.NewFakeClock(epoch)
+	opts := func(c *guardtest.FakeClock) []guardtest.Option {
+		return []guardtest.Option{guardtest.WithClock(c), guardtest.WithConfig(func(cfg *wire.Config) {
+			cfg.Data = dir
+			cfg.ConsoleURL = consoleURL
+		})}
+	}
+	first := guardtest.Start(t, opts(clock)...)
+	owner := first.NewOwner(t)
+	_, agentKey := first.NewAgent(t, owner.TestKey, testPolicy)
+	rc := newReceiver(t, 200)
+	id := createEndpoint(t, first, owner.TestKey, rc.url, "spend.*", "webhook.test")["id"].(string)
+	created(t, first, agentKey, spendBody("1.00", "api.vendor.com", "/a"))
+	rc.next(t)
+	rc.next(t) // approved, settled
+	rc.none(t, first)
+
+	rc.status.Store(503)
+	d := sendTest(t, first, owner.TestKey, id)
+	if h := rc.next(t); h.id() != d["event_id"] {
+		t.Fatalf("first attempt %s", h)
+	}
+	rc.none(t, first)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := first.Service().Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	rc.status.Store(200)
+	second := guardtest.Start(t, opts(guardtest.NewFakeClock(clock.Now()))...)
+	e := &env{srv: second, owner: owner}
+	rc.none(t, second) // the retry is due in a minute
+	advanceClock(t, e, 60)
+	if h := rc.next(t); h.id() != d["event_id"] {
+		t.Fatalf("after the restart: %s", h)
+	}
+	rc.none(t, second)
+	if g := getEndpoint(t, second, owner.TestKey, id); g["consecutive_failures"] != 0.0 {
+		t.Fatalf("after the delivery: consecutive_failures %v", g["consecutive_failures"])
+	}
+}
