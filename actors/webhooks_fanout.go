@@ -298,10 +298,29 @@ func newDeliveryRecord(e *webhookEndpoint, ev *Event, now time.Time) webhookDeli
 // stop ends the dispatcher and the workers and writes back the cursors
 // that moved without a write (events that matched nothing).
 func (w *webhooks) stop() {
+	if !w.halt() {
+		return
+	}
+	var ops []persistence.Op
+	for k, seq := range w.safe {
+		if seq > w.saved[k] {
+			ops = append(ops, persistence.Put(bWebhookCursors, []byte(k), seqKey(nil, seq)))
+		}
+	}
+	if len(ops) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = w.sys.store.Append(w.sys.store.Gen(), persistence.Record{Ops: ops}).Wait(ctx)
+	}
+}
+
+// halt ends the dispatcher, the workers and the timers, as a crash would:
+// nothing more is written. It reports whether this call halted them.
+func (w *webhooks) halt() bool {
 	w.mu.Lock()
 	if w.stopped {
 		w.mu.Unlock()
-		return
+		return false
 	}
 	w.stopped = true
 	for _, h := range w.hooks {
@@ -314,15 +333,5 @@ func (w *webhooks) stop() {
 	w.mu.Unlock()
 	w.cancel()
 	w.wg.Wait()
-	var ops []persistence.Op
-	for k, seq := range w.safe {
-		if seq > w.saved[k] {
-			ops = append(ops, persistence.Put(bWebhookCursors, []byte(k), seqKey(nil, seq)))
-		}
-	}
-	if len(ops) > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = w.sys.store.Append(w.sys.store.Gen(), persistence.Record{Ops: ops}).Wait(ctx)
-	}
+	return true
 }
