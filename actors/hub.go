@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"sync"
 
 	"github.com/agentpay/guard/persistence"
@@ -28,6 +29,9 @@ type hubItem struct {
 	ticket *persistence.Ticket
 	spends []string
 	events []StoredEvent
+	// flushed, on an item of its own, is closed once every item queued
+	// before it was handed out.
+	flushed chan struct{}
 }
 
 func newHub() *hub {
@@ -49,6 +53,10 @@ func (h *hub) published(t *persistence.Ticket, spends []string, events []StoredE
 func (h *hub) run() {
 	defer close(h.done)
 	for it := range h.queue {
+		if it.flushed != nil {
+			close(it.flushed)
+			continue
+		}
 		<-it.ticket.Done()
 		if it.ticket.Err() != nil {
 			continue // never happened: nobody hears of it
@@ -69,6 +77,25 @@ func (h *hub) run() {
 				f(ev)
 			}
 		}
+	}
+}
+
+// flush returns once every change published before it was handed to the
+// watchers and subscribers (or dropped as failed).
+func (h *hub) flush(ctx context.Context) error {
+	done := make(chan struct{})
+	h.qmu.RLock()
+	if h.closed {
+		h.qmu.RUnlock()
+		return nil
+	}
+	h.queue <- hubItem{flushed: done}
+	h.qmu.RUnlock()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

@@ -60,6 +60,9 @@ type pingAgent struct {
 // tool can use it before a consistency audit.
 func (s *System) Quiesce(ctx context.Context) error {
 	for {
+		if err := s.hub.flush(ctx); err != nil {
+			return err
+		}
 		if err := s.busy.wait(ctx); err != nil {
 			return err
 		}
@@ -80,6 +83,11 @@ func (s *System) Quiesce(ctx context.Context) error {
 					return ctx.Err()
 				}
 			}
+		}
+		// The events of those changes reach the hub's subscribers (webhook
+		// fan-out counts as busy) before idleness is judged.
+		if err := s.hub.flush(ctx); err != nil {
+			return err
 		}
 		s.busy.mu.Lock()
 		idle := s.busy.n == 0

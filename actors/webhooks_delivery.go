@@ -206,26 +206,36 @@ func (w *webhooks) record(h *hook, d *pendingDelivery, res WebhookResult) {
 		w.drop(h, d)
 		return
 	}
+	env, err := w.sys.env(cur.OwnerID, cur.env())
+	if err != nil {
+		w.retryLater(h, d, err)
+		return
+	}
 	e := *cur
-	now := w.sys.nowFor(e.OwnerID, e.env())
+	now := env.now(w.sys.clock)
 	next := d.rec
 	c := &change{}
-	pause := false
-	done := true // the delivery leaves the queue
-	switch {
-	case res.OK():
+	pause, done := false, true // done: the delivery leaves the queue
+	if res.OK() {
 		c.del(bWebhookDeliveries, []byte(d.rec.ID))
 		if e.Failures != 0 {
 			e.Failures = 0
 			c.put(bWebhookEndpoints, []byte(e.ID), e)
 		}
-	default:
+	} else {
 		e.Failures++
 		next.Attempts++
 		switch {
-		case e.Failures >= WebhookPauseAfter && e.Status == WebhookEnabled:
+		case e.Failures >= WebhookPauseAfter:
+			// Paused: every delivery still pending for it is dropped; the
+			// owner catches up with GET /v1/events once it is re-enabled.
 			pause = true
 			e.Status, e.PausedAt, e.UpdatedAt = WebhookPaused, &now, now
+			w.mu.Lock()
+			for id := range h.pending {
+				c.del(bWebhookDeliveries, []byte(id))
+			}
+			w.mu.Unlock()
 		case next.Attempts >= WebhookAttempts:
 			c.del(bWebhookDeliveries, []byte(d.rec.ID))
 			w.sys.log.Info("webhooks: delivery given up", "endpoint", e.ID, "event", d.rec.EventID, "attempts", next.Attempts)
@@ -237,42 +247,26 @@ func (w *webhooks) record(h *hook, d *pendingDelivery, res WebhookResult) {
 		c.put(bWebhookEndpoints, []byte(e.ID), e)
 	}
 	var t *persistence.Ticket
-	if pause {
-		// Paused: every delivery still pending for it is dropped; the
-		// owner catches up with GET /v1/events once it is re-enabled.
-		w.mu.Lock()
-		for id := range h.pending {
-			c.del(bWebhookDeliveries, []byte(id))
-		}
-		w.mu.Unlock()
-		c.del(bWebhookDeliveries, []byte(d.rec.ID))
-		env, err := w.sys.env(e.OwnerID, e.env())
-		if err != nil {
-			return
-		}
+	switch {
+	case pause:
 		env.mu.Lock()
 		c.event(env, "", "webhook_endpoint.paused", e.view(now), audienceOwner, now)
-		h.cur.Store(&e)
+		h.cur.Store(&e) // fan-out stops with the events after this one
 		t = w.sys.commit(w.sys.store.Gen(), env, c)
 		env.mu.Unlock()
-	} else if len(c.ops) > 0 {
+	case len(c.ops) > 0:
 		t = w.sys.store.Append(w.sys.store.Gen(), persistence.Record{Ops: c.ops})
 	}
 	if t != nil {
 		if err := t.Wait(w.ctx); err != nil {
-			if w.ctx.Err() != nil {
-				return
-			}
-			// Not durable: the disk still has the delivery as it was, and
-			// memory keeps it pending as the disk has it.
 			h.cur.CompareAndSwap(&e, cur)
-			w.sys.log.Error("webhooks: recording an attempt failed", "endpoint", e.ID, "err", err)
-			done, pause, next = false, false, d.rec
-			next.NextAttemptAt = now.Add(webhookRetryDelays[0])
-		} else {
-			h.cur.Store(&e)
-			h.shown.Store(&e)
+			if w.ctx.Err() == nil {
+				w.retryLater(h, d, err)
+			}
+			return
 		}
+		h.cur.Store(&e)
+		h.shown.Store(&e)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -283,9 +277,22 @@ func (w *webhooks) record(h *hook, d *pendingDelivery, res WebhookResult) {
 	case done:
 		w.forget(h, d.rec.ID)
 	case h.pending[d.rec.ID] == d:
-		d.rec = next
-		d.ready = false
+		d.rec, d.ready = next, false
 		w.schedule(h, d, now)
+	}
+}
+
+// retryLater keeps a delivery whose outcome could not be journaled
+// pending as the disk has it, and tries it again after the first retry
+// delay: at least once, never lost.
+func (w *webhooks) retryLater(h *hook, d *pendingDelivery, err error) {
+	w.sys.log.Error("webhooks: recording an attempt failed; it is made again", "endpoint", h.id, "err", err)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if h.pending[d.rec.ID] == d {
+		d.ready = false
+		d.rec.NextAttemptAt = w.sys.nowFor(h.owner, h.env).Add(webhookRetryDelays[0])
+		w.schedule(h, d, w.sys.nowFor(h.owner, h.env))
 	}
 }
 

@@ -252,7 +252,7 @@ func (w *webhooks) fanOut(batch []StoredEvent) {
 			if e.Status != WebhookEnabled || ev.Sequence <= e.FromSequence || !subscribes(e.EnabledEvents, ev.Type) {
 				continue
 			}
-			d := &pendingDelivery{rec: newDeliveryRecord(e, &ev.Event, ev.Created)}
+			d := &pendingDelivery{rec: newDeliveryRecord(e, &ev.Event, w.sys.nowFor(h.owner, h.env))}
 			b, _ := json.Marshal(d.rec)
 			ops = append(ops, persistence.Put(bWebhookDeliveries, []byte(d.rec.ID), b))
 			out = append(out, made{h, d})
