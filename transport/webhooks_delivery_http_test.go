@@ -13,18 +13,19 @@ import (
 )
 
 // A spend's events reach the owner's endpoint in sequence, each body
-// exactly as GET /v1/events lists it, signed with the endpoint's secret.
-// An endpoint gets only the types it subscribes to, and only events of its
-// own environment.
+// exactly as GET /v1/events lists it, signed with the endpoint's secret;
+// retries that fall due together go in sequence too. An endpoint gets only
+// the types it subscribes to, and only events of its own environment.
 func TestWebhookDeliversSpendEventsInSequence(t *testing.T) {
 	e := start(t)
 	spends := newReceiver(t, 200)
+	flaky := newReceiver(t, 503)
 	pauses := newReceiver(t, 204)
 	liveAll := newReceiver(t, 200)
 	ep := createEndpoint(t, e.srv, e.owner.TestKey, spends.url, "spend.*")
+	flakyEP := createEndpoint(t, e.srv, e.owner.TestKey, flaky.url, "spend.*")
 	createEndpoint(t, e.srv, e.owner.TestKey, pauses.url, "agent.paused", "agent.resumed")
 	createEndpoint(t, e.srv, e.owner.LiveKey, liveAll.url, "*")
-	secret := ep["secret"].(string)
 
 	created(t, e.srv, e.agentKey, spendBody("1.00", "api.vendor.com", "/a"))  // approved, settled
 	created(t, e.srv, e.agentKey, spendBody("99.00", "api.vendor.com", "/b")) // approved, failed (practice magic amount)
@@ -35,24 +36,35 @@ func TestWebhookDeliversSpendEventsInSequence(t *testing.T) {
 	if len(want) != 6 {
 		t.Fatalf("%d spend events listed, want 6", len(want))
 	}
-	last := 0.0
-	for i, w := range want {
-		h := spends.next(t)
-		if !bytes.Equal(h.body, w) {
-			t.Fatalf("delivery %d body\n%s\nGET /v1/events lists\n%s", i, h.body, w)
+	inSequence := func(rc *receiver, secret string) {
+		t.Helper()
+		last := 0.0
+		for i, w := range want {
+			h := rc.next(t)
+			if !bytes.Equal(h.body, w) {
+				t.Fatalf("delivery %d body\n%s\nGET /v1/events lists\n%s", i, h.body, w)
+			}
+			if h.seq() <= last {
+				t.Fatalf("delivery %d has sequence %v after %v", i, h.seq(), last)
+			}
+			last = h.seq()
+			if n, ok := signedBy(t, h.sig(), h.body, secret); n != 1 || !ok {
+				t.Fatalf("delivery %d: Service-Signature %q (%d values) does not verify with the secret", i, h.sig(), n)
+			}
+			if ct := h.header.Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type %q", ct)
+			}
 		}
-		if h.seq() <= last {
-			t.Fatalf("delivery %d has sequence %v after %v", i, h.seq(), last)
-		}
-		last = h.seq()
-		if n, ok := signedBy(t, h.sig(), h.body, secret); n != 1 || !ok {
-			t.Fatalf("delivery %d: Service-Signature %q (%d values) does not verify with the secret", i, h.sig(), n)
-		}
-		if ct := h.header.Get("Content-Type"); ct != "application/json" {
-			t.Errorf("Content-Type %q", ct)
-		}
+		rc.none(t, e.srv)
 	}
-	spends.none(t, e.srv)
+	inSequence(spends, ep["secret"].(string))
+	for range want {
+		flaky.next(t) // first attempts, refused
+	}
+	flaky.none(t, e.srv)
+	flaky.status.Store(200)
+	advanceClock(t, e, 60) // the six retries fall due at once
+	inSequence(flaky, flakyEP["secret"].(string))
 	pauses.none(t, e.srv)
 
 	mustStatus(t, call(t, e.srv, http.MethodPost, "/v1/agents/"+e.agentID+"/pause", e.owner.TestKey, nil, nil), http.StatusOK)
@@ -62,6 +74,35 @@ func TestWebhookDeliversSpendEventsInSequence(t *testing.T) {
 	pauses.none(t, e.srv)
 	spends.none(t, e.srv)
 	liveAll.none(t, e.srv)
+}
+
+// An endpoint that does not answer holds up only itself: the others get
+// their deliveries meanwhile. (Were the slow one holding them up, they
+// would wait for its 5-second limit, and its attempt would fail.)
+func TestWebhookSlowEndpointHoldsUpOnlyItself(t *testing.T) {
+	e := start(t)
+	release := make(chan struct{})
+	defer close(release)
+	slow := startReceiver(t, 200, release)
+	fast := newReceiver(t, 200)
+	createEndpoint(t, e.srv, e.owner.TestKey, slow.url, "spend.*")
+	createEndpoint(t, e.srv, e.owner.TestKey, fast.url, "spend.*")
+	created(t, e.srv, e.agentKey, spendBody("1.00", "api.vendor.com", "/a"))
+	if h := slow.next(t); h.typ() != "spend.approved" {
+		t.Fatalf("slow endpoint first got %s", h.typ())
+	}
+	// The slow endpoint sits on its first delivery; the fast one gets both.
+	if a, b := fast.next(t), fast.next(t); a.typ() != "spend.approved" || b.typ() != "spend.settled" {
+		t.Fatalf("fast endpoint got %s, %s", a.typ(), b.typ())
+	}
+	release <- struct{}{}
+	if h := slow.next(t); h.typ() != "spend.settled" {
+		t.Fatalf("slow endpoint then got %s", h.typ())
+	}
+	// Its held attempt succeeded: nothing is retried.
+	advanceClock(t, e, 3600)
+	slow.none(t, e.srv)
+	fast.none(t, e.srv)
 }
 
 // A failing endpoint is retried on the practice clock, on the documented

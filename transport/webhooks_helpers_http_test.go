@@ -35,17 +35,29 @@ type receiver struct {
 	url    string
 	hits   chan hit
 	status atomic.Int32
+	hold   chan struct{}
+	held atomic.Bool
 }
 
 func newReceiver(t *testing.T, status int) *receiver {
 	t.Helper()
-	rc := &receiver{hits: make(chan hit, 1024)}
+	return startReceiver(t, status, nil)
+}
+
+// startReceiver starts a receiver; a non-nil hold makes it answer its
+// first request only once the test sends on hold (or closes it).
+func startReceiver(t *testing.T, status int, hold chan struct{}) *receiver {
+	t.Helper()
+	rc := &receiver{hits: make(chan hit, 1024), hold: hold}
 	rc.status.Store(int32(status))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		h := hit{header: r.Header.Clone(), body: b}
 		_ = json.Unmarshal(b, &h.event)
 		rc.hits <- h
+		if rc.hold != nil && !rc.held.Swap(true) {
+			<-rc.hold
+		}
 		w.WriteHeader(int(rc.status.Load()))
 	}))
 	t.Cleanup(srv.Close)
