@@ -1,6 +1,7 @@
 // Package actors is the concurrent shell around the pure policy core: one
 // protoactor-go actor per agent, the owner environments they share, the
-// settlement workers, the approval expiry timers and the change hub.
+// settlement workers, the approval expiry timers, the change hub and the
+// webhook supervisor.
 //
 // # Model
 //
@@ -36,6 +37,12 @@
 // calls run in worker goroutines owned by the System (stopped by Close),
 // timers only send messages. Callers of the System API are HTTP handlers,
 // never actors.
+//
+// Webhooks follow the same rule: an event is fanned out to the endpoints
+// that subscribe to it only once it is durable, each delivery is journaled
+// before its first attempt, and every attempt's outcome before the next
+// (webhooks*.go). Delivery runs in goroutines of the webhook supervisor,
+// one per endpoint with work, never in an agent actor.
 //
 // # Caveats
 //

@@ -15,8 +15,10 @@ import (
 //   - every request with a valid key: Key, per key id;
 //   - POST /v1/spends: also Spends and SpendsDaily, per agent;
 //   - POST /v1/spends/check: also Check, per agent;
-//   - owner administration writes: also AdminWrites, per key; creating a
-//     key also KeyChanges, per owner;
+//   - owner administration writes (webhook endpoints included): also
+//     AdminWrites, per key; creating a key also KeyChanges, per owner;
+//   - practice controls (/v1/test/*): also PracticeControl, per owner;
+//     disabled in live, where those routes answer 404;
 //   - a missing or invalid key: InvalidKey, per client IP, counted on
 //     every 401; once it is used up the answer is 429 instead.
 //

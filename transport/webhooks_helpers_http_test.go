@@ -36,7 +36,7 @@ type receiver struct {
 	hits   chan hit
 	status atomic.Int32
 	hold   chan struct{}
-	held atomic.Bool
+	held   atomic.Bool
 }
 
 func newReceiver(t *testing.T, status int) *receiver {
