@@ -143,6 +143,7 @@ func (s *Server) routes(r *router.Router) {
 	r.GET("/v1/test/clock", s.wrap(s.ownerOnly(s.getTestClock, ratelimit.PracticeControl)))
 	r.POST("/v1/test/clock/advance", s.wrap(s.ownerOnly(s.advanceTestClock, ratelimit.PracticeControl)))
 	r.POST("/v1/policy_changes/{id}/cancel", s.wrap(s.ownerOnly(s.cancelPolicyChange, ratelimit.AdminWrites)))
+	s.notificationRoutes(r)
 }
 
 // Serve serves on ln until Shutdown.
