@@ -212,6 +212,11 @@ func (a Amount) Display() string {
 	if s, ok := a.displayInt64(); ok {
 		return s
 	}
+	return a.displayText()
+}
+
+// displayText is Display through apd's text form: any coefficient size.
+func (a Amount) displayText() string {
 	s := a.d.Text('f')
 	intPart, frac, _ := strings.Cut(s, ".")
 	frac = strings.TrimRight(frac, "0")
