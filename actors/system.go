@@ -140,6 +140,8 @@ type System struct {
 
 	hub    *hub
 	timers *expiryTimers
+	// pool runs agent mailboxes and settlement calls on kept goroutines.
+	pool *workerPool
 	// notifier sends approval notices; nil without a Messenger.
 	notifier *notifier
 	// channelMu serializes notification channel changes, whose quota
@@ -158,6 +160,11 @@ type System struct {
 
 // New starts the actor system and resumes the work that a previous run left
 // open: approvals to expire, payments to send or verify.
+// poolWorkers is how many goroutines the worker pool keeps: enough for the
+// mailboxes and rail calls in flight at once under a full load of two cores,
+// beyond which work runs on fresh goroutines.
+const poolWorkers = 128
+
 func New(cfg Config) (*System, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -171,6 +178,7 @@ func New(cfg Config) (*System, error) {
 		agents: make(map[string]*agentEntry),
 		ctx:    ctx, cancel: cancel,
 	}
+	s.pool = newWorkerPool(poolWorkers)
 	s.hub = newHub()
 	s.timers = newExpiryTimers(s)
 	if err := s.resume(); err != nil {
@@ -200,6 +208,7 @@ func (s *System) Close() {
 	s.regMu.Unlock()
 	s.actors.Shutdown()
 	s.hub.close()
+	s.pool.stop()
 }
 
 // resume activates every agent with active spends so that each resumes its
@@ -265,7 +274,8 @@ func (s *System) activate(agentID string) {
 		return
 	}
 	e := &agentEntry{}
-	props := actor.PropsFromProducer(func() actor.Actor { return newAgentActor(s, agentID, e) })
+	props := actor.PropsFromProducer(func() actor.Actor { return newAgentActor(s, agentID, e) },
+		actor.WithDispatcher(s.pool))
 	e.pid = s.actors.Root.Spawn(props)
 	s.agents[agentID] = e
 }

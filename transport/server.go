@@ -146,6 +146,10 @@ func (s *Server) routes(r *router.Router) {
 	s.notificationRoutes(r)
 }
 
+// Handler is the whole API as one fasthttp handler: what Serve runs for
+// each request (in-process benchmarks call it without a connection).
+func (s *Server) Handler() fasthttp.RequestHandler { return s.http.Handler }
+
 // Serve serves on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error { return s.http.Serve(ln) }
 

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/agentpay/guard/actors"
 	"github.com/agentpay/guard/persistence"
 	"github.com/agentpay/guard/policy"
@@ -153,6 +155,9 @@ func (s *Service) Links() *approvallink.Signer { return s.links }
 
 // JWKS is the public receipt key set.
 func (s *Service) JWKS() []byte { return s.keys.JWKS() }
+
+// Handler is the API's request handler, for in-process benchmarks.
+func (s *Service) Handler() fasthttp.RequestHandler { return s.api.Handler() }
 
 // Serve answers HTTP on ln until Shutdown.
 func (s *Service) Serve(ln net.Listener) error { return s.api.Serve(ln) }
