@@ -2,7 +2,6 @@ package actors
 
 import (
 	"fmt"
-	"net"
 	"net/url"
 	"strings"
 )
@@ -83,14 +82,6 @@ func CheckWebhookURL(raw string) *Error {
 		return bad(fmt.Sprintf("url scheme %q is not https.", clipText(u.Scheme, 20)))
 	}
 	return nil
-}
-
-func loopbackHost(h string) bool {
-	if strings.EqualFold(h, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }
 
 // CheckEnabledEvents validates a subscription list and returns it without

@@ -189,6 +189,10 @@ func TestRateLimitedAnswersMatchDocument(t *testing.T) {
 		{"POST", "/v1/webhook_endpoints/" + we + "/rotate_secret", owner, ""},
 		{"POST", "/v1/webhook_endpoints/" + we + "/test", owner, ""},
 		{"POST", "/v1/test/events/evt_00000000000000000000000000000000/redeliver", owner, ""},
+		{"POST", "/v1/notification_channels", owner, `{"type":"chat","target":"https://chat.example.com/hook"}`},
+		{"GET", "/v1/notification_channels", owner, ""},
+		{"GET", "/v1/notification_channels/ntc_00000000000000000000000000000000", owner, ""},
+		{"DELETE", "/v1/notification_channels/ntc_00000000000000000000000000000000", owner, ""},
 	} {
 		r := h.do(c.method, c.path, c.key, map[string]string{"Idempotency-Key": "rl-key"}, c.body)
 		h.want(r, 429, "rate_limited")
