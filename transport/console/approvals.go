@@ -162,14 +162,14 @@ func (c *Console) inbox(r *request) error {
 // text of the address reaches the page.
 func doneText(code string) string {
 	return map[string]string{
-		"approve":  "Approved. The payment goes ahead now.",
-		"reject":   "Rejected. Nothing was paid and the allowance was released.",
-		"pause":    "The agent is paused: its new payments are declined until you resume it.",
-		"resume":   "The agent is active again.",
-		"policy":   "The new rules are published.",
-		"loosen":   "The new rules are published and wait before they apply, because they loosen the rules.",
-		"cancel":   "The waiting rule change was cancelled; it will never apply.",
-		"revoke":   "The key was revoked; it stops working at once.",
+		"approve":   "Approved. The payment goes ahead now.",
+		"reject":    "Rejected. Nothing was paid and the allowance was released.",
+		"pause":     "The agent is paused: its new payments are declined until you resume it.",
+		"resume":    "The agent is active again.",
+		"policy":    "The new rules are published.",
+		"loosen":    "The new rules are published and wait before they apply, because they loosen the rules.",
+		"cancel":    "The waiting rule change was cancelled; it will never apply.",
+		"revoke":    "The key was revoked; it stops working at once.",
 		"signedout": "You are signed out.",
 	}[code]
 }
