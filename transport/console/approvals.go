@@ -350,6 +350,9 @@ func (c *Console) decide(r *request) error {
 		if err != nil {
 			return err
 		}
+		if l.item.Status != policy.StatusPendingApproval {
+			return &pageError{status: 409, title: "Link already used", env: l.env, message: alreadyDecided(l.item.Status)}
+		}
 		if err := c.checkOrigin(r); err != nil {
 			return err
 		}

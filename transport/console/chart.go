@@ -98,7 +98,7 @@ func dailyChart(n int, name string, days []actors.DaySpend, dailyCap policy.Amou
 		h := scaleY(micros(d.Settled), top, span)
 		b := bar{X: plotLeft + i*slot + slot/6, W: slot - slot/3, H: h, Y: plotBottom - h,
 			Over: d.Settled.Cmp(dailyCap) > 0, Day: d.Day.Format("01-02"), Amount: d.Settled.Display(),
-			LabelX: plotLeft + i*slot + slot/2, LabelY: plotBottom + 18, ShowLabel: i%2 == len(days)%2 || i == len(days)-1}
+			LabelX: plotLeft + i*slot + slot/2, LabelY: plotBottom + 18, ShowLabel: (len(days)-1-i)%2 == 0}
 		ch.Bars = append(ch.Bars, b)
 	}
 	ch.CapY = plotBottom - scaleY(capM, top, span)

@@ -184,6 +184,9 @@ type pageError struct {
 	env     actors.Env // the band to show, when known
 }
 
+// errorData is what the error page shows.
+type errorData struct{ Title, Message string }
+
 func (e *pageError) Error() string { return e.title + ": " + e.message }
 
 // fromActors turns an actors error into a page error with the status the
@@ -221,11 +224,11 @@ func (c *Console) serve(h handler) fasthttp.RequestHandler {
 			ctx.Response.Header.Set("Location", string(rd))
 			ctx.SetStatusCode(fasthttp.StatusSeeOther)
 		case errors.As(err, &pe):
-			c.render(r, pe.status, "error", pe.title, pe.env, pe)
+			c.render(r, pe.status, "error", pe.title, pe.env, errorData{Title: pe.title, Message: pe.message})
 		default:
 			c.log.Error("console page failed", "path", string(ctx.Path()), "err", err)
-			c.render(r, 500, "error", "Something went wrong", "", &pageError{status: 500, title: "Something went wrong",
-				message: "The page could not be shown; nothing was changed. Try again."})
+			c.render(r, 500, "error", "Something went wrong", "", errorData{Title: "Something went wrong",
+				Message: "The page could not be shown; nothing was changed. Try again."})
 		}
 	}
 }
