@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/url"
 	"time"
 
 	"github.com/agentpay/guard/actors"
@@ -197,7 +196,7 @@ func (c *Console) approvalPage(r *request) error {
 		return c.linkPage(r, id, token)
 	}
 	if r.sess == nil {
-		return redirect(c.base + "/signin?next=" + url.QueryEscape(string(r.ctx.RequestURI())))
+		return c.toSignIn(r)
 	}
 	it, env, err := c.ownerApproval(r, id)
 	if err != nil {

@@ -169,7 +169,8 @@ type request struct {
 	// who is the signed-in owner acting in the session's environment.
 	who   actors.Principal
 	owner actors.Owner
-	// ended says why a session cookie no longer works, for the sign-in page.
+	// ended says why a session cookie no longer works ("idle",
+	// "lifetime", "gone"), for the sign-in page.
 	ended string
 }
 
@@ -238,10 +239,19 @@ func (c *Console) serve(h handler) fasthttp.RequestHandler {
 func (c *Console) signedIn(h handler) handler {
 	return func(r *request) error {
 		if r.sess == nil {
-			return redirect(c.base + "/signin?next=" + url.QueryEscape(string(r.ctx.RequestURI())))
+			return c.toSignIn(r)
 		}
 		return h(r)
 	}
+}
+
+// toSignIn sends the browser to sign in and come back.
+func (c *Console) toSignIn(r *request) error {
+	q := url.Values{"next": {string(r.ctx.RequestURI())}}
+	if r.ended != "" {
+		q.Set("ended", r.ended)
+	}
+	return redirect(c.base + "/signin?" + q.Encode())
 }
 
 // changes guards a state change: a session, a same-origin request and the

@@ -102,7 +102,7 @@ func (c *Console) loadSession(r *request) error {
 	}
 	if !found {
 		c.setCookie(r.ctx, sessionCookie, "", c.cookiePath(), -1)
-		r.ended = "Your session has ended. Sign in again."
+		r.ended = "gone"
 		return nil
 	}
 	now := c.sys.Now()
@@ -114,9 +114,9 @@ func (c *Console) loadSession(r *request) error {
 			return err
 		}
 		c.setCookie(r.ctx, sessionCookie, "", c.cookiePath(), -1)
-		r.ended = "Your session ended after 12 hours. Sign in again."
+		r.ended = "lifetime"
 		if idle {
-			r.ended = "You were signed out after a time without activity. Sign in again."
+			r.ended = "idle"
 		}
 		return nil
 	}
@@ -136,6 +136,15 @@ func (c *Console) loadSession(r *request) error {
 	return nil
 }
 
+// endedText says why a session ended, from a fixed list.
+func endedText(code string) string {
+	return map[string]string{
+		"gone":     "Your session has ended. Sign in again.",
+		"lifetime": "Your session ended 12 hours after you signed in. Sign in again.",
+		"idle":     "You were signed out after a time without activity. Sign in again.",
+	}[code]
+}
+
 type signInData struct {
 	Token  string
 	Email  string
@@ -148,7 +157,7 @@ func (c *Console) signInPage(r *request) error {
 	if r.sess != nil {
 		return redirect(c.safeNext(query(r, "next")))
 	}
-	notice := r.ended
+	notice := endedText(query(r, "ended"))
 	if query(r, "signed_out") != "" {
 		notice = doneText("signedout")
 	}
