@@ -209,7 +209,9 @@ func TestBalanceChart(t *testing.T) {
 	if n := strings.Count(p.body, `<rect class="bar`); n != 14 {
 		t.Fatalf("bars: %d, want 14", n)
 	}
-	for _, want := range []string{`role="img"`, "against its daily cap of 10.00", `class="cap"`, "<table"} {
+	// Today's row of the table counts the one payment.
+	for _, want := range []string{`role="img"`, "against its daily cap of 10.00", `class="cap"`, "<table",
+		`<td class="num">1</td><td class="num">10.00</td></tr></tbody>`} {
 		if !strings.Contains(p.body, want) {
 			t.Errorf("balance page lacks %q", want)
 		}
