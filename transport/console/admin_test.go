@@ -198,7 +198,7 @@ func TestSpendListFiltersAndSpendPage(t *testing.T) {
 func TestBalanceChart(t *testing.T) {
 	srv := guardtest.Start(t)
 	o := newOwner(t, srv)
-	_, agentKey := srv.NewAgent(t, o.testKey, `{"daily_cap":"10.00"}`)
+	_, agentKey := srv.NewAgent(t, o.testKey, `{"daily_cap":"10.00","trusted_destinations":["api.vendor.com"]}`)
 	spend(t, srv, agentKey, "2.00", "chart-1")
 	c := newClient(t, srv)
 	c.mustSignIn(o)
