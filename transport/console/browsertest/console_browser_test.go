@@ -124,6 +124,8 @@ func TestOwnerDecidesInBrowser(t *testing.T) {
 	aID, aCode, _, _ := approvalOf(t, a)
 	bID, bCode, _, _ := approvalOf(t, b)
 
+	do(t, ctx, "opening the sign-in page", chromedp.Navigate(w.srv.URL+"/console/signin"), chromedp.WaitVisible(chromedp.ID("email")))
+	checkAccessibility(t, ctx, "sign-in")
 	w.signIn(t, ctx)
 	text := mainText(t, ctx)
 	for _, want := range []string{aCode, bCode, "2.50 usdc", "api.vendor.com", "/reports/weekly", "market data for the weekly report", "approval_over"} {
