@@ -180,6 +180,10 @@ func TestRateLimitedAnswersMatchDocument(t *testing.T) {
 		{"POST", "/v1/test/deposits", owner, `{"amount":"1.00"}`},
 		{"GET", "/v1/test/clock", owner, ""},
 		{"POST", "/v1/test/clock/advance", owner, `{"seconds":60}`},
+		{"POST", "/v1/notification_channels", owner, `{"type":"chat","target":"https://chat.example.com/hook"}`},
+		{"GET", "/v1/notification_channels", owner, ""},
+		{"GET", "/v1/notification_channels/ntc_00000000000000000000000000000000", owner, ""},
+		{"DELETE", "/v1/notification_channels/ntc_00000000000000000000000000000000", owner, ""},
 	} {
 		r := h.do(c.method, c.path, c.key, map[string]string{"Idempotency-Key": "rl-key"}, c.body)
 		h.want(r, 429, "rate_limited")
