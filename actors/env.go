@@ -24,6 +24,11 @@ type envLedger struct {
 	state EnvState
 	// offset mirrors state.ClockOffset (practice clock) for lock-free reads.
 	offset atomic.Int64
+	// commits counts the records appended for this environment (under mu),
+	// so a practice reset can tell that nothing changed while it read the
+	// store; resetMu runs one reset of the environment at a time.
+	commits uint64
+	resetMu sync.Mutex
 }
 
 func (s *System) env(ownerID string, env Env) (*envLedger, error) {
@@ -97,6 +102,7 @@ func (c *change) event(e *envLedger, agentID, typ string, obj any, audience []st
 func (s *System) commit(gen uint64, e *envLedger, c *change) *persistence.Ticket {
 	if e != nil {
 		c.put(bEnvs, e.key, e.state)
+		e.commits++
 	}
 	t := s.store.Append(gen, persistence.Record{Ops: c.ops})
 	if len(c.spends) > 0 || len(c.events) > 0 {

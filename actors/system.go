@@ -152,6 +152,10 @@ func New(cfg Config) (*System, error) {
 	}
 	s.hub = newHub()
 	s.timers = newExpiryTimers(s)
+	if err := s.finishResets(); err != nil {
+		s.Close()
+		return nil, err
+	}
 	if err := s.resume(); err != nil {
 		s.Close()
 		return nil, err

@@ -161,6 +161,8 @@ func TestRateLimitedAnswersMatchDocument(t *testing.T) {
 		{"GET", "/v1/receipts/" + rcp, agent, ""},
 		{"POST", "/v1/agents", owner, `{"name":"x"}`},
 		{"GET", "/v1/agents/" + agt, owner, ""},
+		{"POST", "/v1/agents/" + agt, owner, `{"name":"x"}`},
+		{"POST", "/v1/agents/pause_all", owner, ""},
 		{"POST", "/v1/agents/" + agt + "/keys", owner, ""},
 		{"GET", "/v1/agents/" + agt + "/policy", owner, ""},
 		{"POST", "/v1/agents/" + agt + "/policy", owner, `{}`},
@@ -180,6 +182,7 @@ func TestRateLimitedAnswersMatchDocument(t *testing.T) {
 		{"POST", "/v1/test/deposits", owner, `{"amount":"1.00"}`},
 		{"GET", "/v1/test/clock", owner, ""},
 		{"POST", "/v1/test/clock/advance", owner, `{"seconds":60}`},
+		{"POST", "/v1/test/reset", owner, ""},
 	} {
 		r := h.do(c.method, c.path, c.key, map[string]string{"Idempotency-Key": "rl-key"}, c.body)
 		h.want(r, 429, "rate_limited")
