@@ -23,10 +23,12 @@ import (
 // It happens in three steps:
 //
 //  1. Fence. Every agent actor of the environment is told to refuse all
-//     changes from now on (a fenced actor answers "being reset"). An agent
-//     with a payment in flight (approved or processing: the vendor may be
-//     paid) refuses the fence, and the reset answers 409: a reset never
-//     forgets money that may have moved.
+//     changes from now on (a fenced actor answers "being reset"). A
+//     payment already sent to the vendor (approved) finishes first. A
+//     payment whose outcome is unknown (processing: the vendor may have
+//     been paid, and verifying it may take long) refuses the fence, and
+//     the reset answers 409: a reset never forgets money that may have
+//     moved.
 //  2. Commit, in ONE journal record: the agents' records and index
 //     entries, their keys (and key digests) are deleted, the environment's
 //     state is replaced with a fresh one (whose event floor hides every
@@ -113,7 +115,27 @@ func (s *System) ResetPractice(ctx context.Context, p Principal) (PracticeReset,
 	}
 	e.resetMu.Lock()
 	defer e.resetMu.Unlock()
+	out, marker, err := s.fenceAndCommitReset(ctx, e, p.OwnerID)
+	if err != nil {
+		return PracticeReset{}, err
+	}
+	// The sweep finishes even if the caller leaves: it is what the
+	// committed record promised.
+	swept, err := s.sweepReset(context.WithoutCancel(ctx), marker)
+	if err != nil {
+		s.log.Error("a practice reset was committed but its sweep did not finish; it is finished at the next start or reset",
+			"owner", p.OwnerID, "err", err)
+		return PracticeReset{}, &Error{Code: CodeUnavailable, RetryAfter: 1,
+			Message: "The practice environment was reset, but removing its old records did not finish (they are already hidden). Retry the reset to finish it."}
+	}
+	out.Removed.Spends, out.Removed.Events = swept.Spends, swept.Events
+	out.Removed.IdempotencyKeys, out.Removed.PolicyVersions = swept.IdempotencyKeys, swept.PolicyVersions
+	return out, nil
+}
 
+// fenceAndCommitReset runs steps 1 and 2, then evicts the fenced actors
+// and forgets the removed keys. It returns the marker the sweep follows.
+func (s *System) fenceAndCommitReset(ctx context.Context, e *envLedger, ownerID string) (PracticeReset, resetMarker, error) {
 	fenced := map[string]bool{}
 	committed := false
 	defer func() {
@@ -124,26 +146,44 @@ func (s *System) ResetPractice(ctx context.Context, p Principal) (PracticeReset,
 		}
 	}()
 	for range maxResetAttempts {
-		ids, err := s.envAgentIDs(p.OwnerID, EnvTest, true)
+		ids, err := s.envAgentIDs(ownerID, EnvTest, true)
 		if err != nil {
-			return PracticeReset{}, err
+			return PracticeReset{}, resetMarker{}, err
 		}
+		var drains []chan *Error
 		for _, id := range ids {
 			if fenced[id] {
 				continue
 			}
 			r, err := ask(ctx, s, id, func(reply chan fenceReply) any { return &fenceAgent{reply: reply} })
 			if err != nil {
-				return PracticeReset{}, err
+				return PracticeReset{}, resetMarker{}, err
 			}
 			fenced[id] = true // unfenced by the defer if the reset does not happen
 			if r.err != nil {
-				return PracticeReset{}, r.err
+				return PracticeReset{}, resetMarker{}, r.err
+			}
+			if r.drained != nil {
+				drains = append(drains, r.drained)
 			}
 		}
-		out, marker, forget, ok, err := s.commitReset(ctx, e, p.OwnerID, ids)
+		// A payment already sent to the rail when its agent was fenced
+		// finishes first (no new one can start): a reset never forgets
+		// money that may be moving.
+		for _, ch := range drains {
+			select {
+			case e := <-ch:
+				if e != nil {
+					return PracticeReset{}, resetMarker{}, e
+				}
+			case <-ctx.Done():
+				return PracticeReset{}, resetMarker{}, &Error{Code: CodeConflict,
+					Message: "A practice payment was still being paid when the request ended; nothing was reset. Retry once it has settled or failed."}
+			}
+		}
+		out, marker, forget, ok, err := s.commitReset(ctx, e, ownerID, ids)
 		if err != nil {
-			return PracticeReset{}, err
+			return PracticeReset{}, resetMarker{}, err
 		}
 		if !ok {
 			continue // the environment changed meanwhile: plan again
@@ -155,20 +195,9 @@ func (s *System) ResetPractice(ctx context.Context, p Principal) (PracticeReset,
 		for _, d := range forget {
 			s.forgetKey(d)
 		}
-		// The sweep finishes even if the caller leaves: it is what the
-		// committed record promised.
-		swept, err := s.sweepReset(context.WithoutCancel(ctx), marker)
-		out.Removed.Spends, out.Removed.Events = swept.Spends, swept.Events
-		out.Removed.IdempotencyKeys, out.Removed.PolicyVersions = swept.IdempotencyKeys, swept.PolicyVersions
-		if err != nil {
-			s.log.Error("a practice reset was committed but its sweep did not finish; it is finished at the next start or reset",
-				"owner", p.OwnerID, "err", err)
-			return PracticeReset{}, &Error{Code: CodeUnavailable, RetryAfter: 1,
-				Message: "The practice environment was reset, but removing its old records did not finish (they are already hidden). Retry the reset to finish it."}
-		}
-		return out, nil
+		return out, marker, nil
 	}
-	return PracticeReset{}, &Error{Code: CodeConflict,
+	return PracticeReset{}, resetMarker{}, &Error{Code: CodeConflict,
 		Message: "The practice environment kept changing while it was being reset (deposits, new agents or keys); nothing was reset. Retry once those changes stop."}
 }
 
@@ -449,7 +478,13 @@ func (s *System) finishResets() error {
 // Messages of the reset to agent actors.
 type (
 	fenceAgent struct{ reply chan fenceReply }
-	fenceReply struct{ err *Error }
+	fenceReply struct {
+		err *Error
+		// drained, when set, answers once the payments the agent was
+		// making when fenced have ended: nil when each settled or failed,
+		// an error when one's outcome became unknown (processing).
+		drained chan *Error
+	}
 	// unfenceAgent lifts the fence of a reset that did not happen.
 	unfenceAgent struct{}
 	// evictAgent is the last message an evicted actor receives.
@@ -482,6 +517,7 @@ func (a *agentActor) resetReceive(ctx actor.Context) bool {
 		return true
 	case *unfenceAgent:
 		a.received++
+		a.drained = nil
 		if a.fenced {
 			a.fenced = false
 			if a.loaded {
@@ -532,35 +568,76 @@ func (a *agentActor) resetReceive(ctx actor.Context) bool {
 	case *reloadAgent:
 		a.received++
 		m.reply <- nil
-	case *railResult, *expireSpend, *clockMoved, *resumeWork:
-		// Nothing may change while fenced; an unfence catches up.
+	case *railResult:
+		// The payments in flight when the fence came finish as usual.
 		a.received++
+		if a.loaded && a.dispatched[m.spendID] {
+			a.applyRail(ctx, m)
+			a.publishView()
+		}
+		a.answerDrained()
+	case *expireSpend, *clockMoved, *resumeWork:
+		// Nothing else may change while fenced; an unfence catches up.
+		a.received++
+	case *actor.Stopping:
+		// Stopped while a reset waits for a payment (the journal failed).
+		if a.drained != nil {
+			a.drained <- ErrUnavailable
+			a.drained = nil
+		}
+		return false
 	default:
 		return false // pings and the actor's own lifecycle run as always
 	}
 	return true
 }
 
-// fence runs in the agent actor: from now on it refuses every change,
-// unless a payment of it is in flight.
+// fence runs in the agent actor: from now on it refuses every change. A
+// payment whose outcome is unknown (processing) refuses the fence: it may
+// take long to verify, and the vendor may have been paid. A payment being
+// sent (approved) is let finish, and the reply says when.
 func (a *agentActor) fence(m *fenceAgent) {
 	if !a.loaded && a.loadErr != nil && a.loadErr.Code != CodeNotFound {
 		m.reply <- fenceReply{err: a.loadErr}
 		return
 	}
-	for _, sp := range a.active {
-		if sp.Status == policy.StatusApproved || sp.Status == policy.StatusProcessing || a.dispatched[sp.ID] {
-			m.reply <- fenceReply{err: &Error{Code: CodeConflict, Message: fmt.Sprintf(
-				"Spend %s of agent %s is being paid (%s); nothing was reset. Reset once it has settled or failed.",
-				sp.ID, a.id, sp.Status)}}
-			return
-		}
-	}
-	if len(a.waiting) > 0 {
-		m.reply <- fenceReply{err: &Error{Code: CodeConflict,
-			Message: fmt.Sprintf("A payment of agent %s is being made; nothing was reset. Retry in a moment.", a.id)}}
+	if sp := a.activeIn(policy.StatusProcessing); sp != nil {
+		m.reply <- fenceReply{err: &Error{Code: CodeConflict, Message: fmt.Sprintf(
+			"Spend %s of agent %s is being paid and its outcome is not known yet (processing); nothing was reset. "+
+				"Reset once it has settled or failed.", sp.ID, a.id)}}
 		return
 	}
 	a.fenced = true
-	m.reply <- fenceReply{}
+	if a.activeIn(policy.StatusApproved) == nil {
+		m.reply <- fenceReply{}
+		return
+	}
+	a.drained = make(chan *Error, 1)
+	m.reply <- fenceReply{drained: a.drained}
+}
+
+// answerDrained tells a waiting reset that the payments in flight at the
+// fence have ended.
+func (a *agentActor) answerDrained() {
+	if a.drained == nil || a.activeIn(policy.StatusApproved) != nil {
+		return
+	}
+	var err *Error
+	if sp := a.activeIn(policy.StatusProcessing); sp != nil {
+		err = &Error{Code: CodeConflict, Message: fmt.Sprintf(
+			"Spend %s of agent %s was sent to the vendor and its outcome is not known yet (processing); nothing was reset. "+
+				"Reset once it has settled or failed.", sp.ID, a.id)}
+	}
+	a.drained <- err
+	a.drained = nil
+}
+
+// activeIn is an active spend of the agent in the status, or nil.
+func (a *agentActor) activeIn(st policy.Status) *policy.Spend {
+	for _, sp := range a.active {
+		if sp.Status == st {
+			return sp
+		}
+	}
+	return nil
 }

@@ -41,8 +41,10 @@ type agentActor struct {
 	lastTicket *persistence.Ticket
 	received   uint64
 	// fenced is set while a practice reset removes the agent: every
-	// change is refused (see admin_reset.go).
-	fenced bool
+	// change is refused (see admin_reset.go); drained tells the reset when
+	// the payments in flight at the fence have ended.
+	fenced  bool
+	drained chan *Error
 }
 
 type recentKey struct {
