@@ -155,11 +155,13 @@ func (s *System) fenceAndCommitReset(ctx context.Context, e *envLedger, ownerID 
 			if fenced[id] {
 				continue
 			}
+			// Marked before asking: a fence whose answer never came (the
+			// request ended) still gets its unfence, queued behind it.
+			fenced[id] = true
 			r, err := ask(ctx, s, id, func(reply chan fenceReply) any { return &fenceAgent{reply: reply} })
 			if err != nil {
 				return PracticeReset{}, resetMarker{}, err
 			}
-			fenced[id] = true // unfenced by the defer if the reset does not happen
 			if r.err != nil {
 				return PracticeReset{}, resetMarker{}, r.err
 			}
@@ -172,9 +174,9 @@ func (s *System) fenceAndCommitReset(ctx context.Context, e *envLedger, ownerID 
 		// money that may be moving.
 		for _, ch := range drains {
 			select {
-			case e := <-ch:
-				if e != nil {
-					return PracticeReset{}, resetMarker{}, e
+			case derr := <-ch:
+				if derr != nil {
+					return PracticeReset{}, resetMarker{}, derr
 				}
 			case <-ctx.Done():
 				return PracticeReset{}, resetMarker{}, &Error{Code: CodeConflict,
@@ -298,12 +300,14 @@ func (s *System) commitReset(ctx context.Context, e *envLedger, ownerID string, 
 	s.noteLowBalance(c, e, e.now(s.clock))
 	t = s.commit(s.store.Gen(), e, c)
 	e.mu.Unlock()
-	// Waited for whatever the caller's context says: if the record became
-	// durable after all, the fenced actors must not be let go.
+	// Waited for whatever the caller's context says: were the wait given
+	// up and the record then became durable, the fenced actors would be
+	// let go with memories the disk no longer has.
 	<-t.Done()
 	if t.Err() != nil {
 		return out, marker, nil, false, ErrUnavailable
 	}
+	e.eventFloor.Store(old.Sequence) // lists hide the old events once the reset is durable
 	out = PracticeReset{Object: "practice_reset", Livemode: false, Balance: pool.Display(),
 		LastSequence: old.Sequence, ClockOffsetSeconds: int64(offset / time.Second),
 		Removed: ResetRemoved{Agents: len(ids), APIKeys: len(agentKeys)}}

@@ -211,9 +211,7 @@ func (s *System) ListEvents(p Principal, q ListParams) (Page, error) {
 	// removed environment: hidden from the moment the reset committed.
 	var seqFloor uint64
 	if e, err := s.env(p.OwnerID, p.Env()); err == nil {
-		e.mu.Lock()
-		seqFloor = e.state.EventFloor
-		e.mu.Unlock()
+		seqFloor = e.eventFloor.Load()
 	}
 	if q.Created.Gte == nil || q.Created.Gte.Before(floor) {
 		q.Created.Gte = &floor // older history is clipped, not an error
