@@ -41,16 +41,19 @@ import (
 //     since a barrier record made the store show everything the plan was
 //     read from; otherwise the step is retried.
 //  3. Sweep. The removed environment's remaining records (spends and their
-//     indexes, idempotency records, approvals, receipts, policy versions,
-//     events) are deleted in records of bounded size, the last of which
-//     deletes the marker. A sweep cut short (a crash, a failing disk) is
-//     finished when the service next starts, before it serves, or by the
-//     next reset of the environment.
+//     indexes, idempotency records, approvals and the marks of their
+//     notices, receipts, policy versions, events) are deleted in records
+//     of bounded size, the last of which deletes the marker. A sweep cut
+//     short (a crash, a failing disk) is finished when the service next
+//     starts, before it serves, or by the next reset of the environment.
 //
 // After the commit, the fenced actors are evicted (their queued messages
 // are refused, then they stop, with their expiry timers) and the removed
 // keys are forgotten by the authentication cache, so nothing old answers
-// afterwards: an old agent key gets 401, an old spend 404.
+// afterwards: an old agent key gets 401, an old spend 404. Notification
+// channels, like the owner keys and funding settings, are the owner's
+// configuration and stay; a notice still being retried for a removed
+// approval finds it gone and stops.
 //
 // The event sequence continues: receivers deduplicate by id and drop
 // sequences lower than one they applied (spec 6.3), so a restarted
@@ -358,6 +361,11 @@ func (s *System) sweepReset(ctx context.Context, m resetMarker) (ResetRemoved, e
 			if found, _ := s.getJSON(bSpends, spendID, &sp); found {
 				if sp.Approval != nil {
 					w.del(bApprovals, []byte(sp.Approval.ID))
+					// The marks of the approval notices sent for it.
+					_ = s.store.Scan(bNotifySent, prefixOf(sp.Approval.ID), nil, false, func(k, _ []byte) bool {
+						w.del(bNotifySent, append([]byte(nil), k...))
+						return true
+					})
 				}
 				if sp.Settlement != nil && sp.Settlement.ReceiptID != nil {
 					w.del(bReceipts, []byte(*sp.Settlement.ReceiptID))

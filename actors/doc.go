@@ -37,6 +37,16 @@
 // timers only send messages. Callers of the System API are HTTP handlers,
 // never actors.
 //
+// # Notifications
+//
+// The notifier (notifier.go) hears approval.requested from the hub, so only
+// once the approval is durable, and sends it through every notification
+// channel of the owner environment with the injected Messenger, each
+// delivery in a goroutine of its own: the spend path never waits for a mail
+// server. Failures are retried after Config.NotifyBackoff while the
+// approval is pending; a delivery is marked in the journal, and on start
+// every pending approval without its mark is sent again (at least once).
+//
 // # Caveats
 //
 // The approved state is dispatched to the rail at once, so cancelling an

@@ -29,6 +29,11 @@ const (
 	bReceipts      = "receipts"       // receipt id -> Receipt
 	bApprovals     = "approvals"      // approval id -> spend id
 	bMeta          = "service_meta"   // misc singletons
+	// owner id|env|channel id -> NotificationChannel
+	bNotifyChannels = "notification_channels"
+	// approval id|channel id -> notificationSent: the approval's message
+	// went out through the channel
+	bNotifySent = "notification_sent"
 )
 
 func join(parts ...string) []byte {

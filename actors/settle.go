@@ -15,7 +15,7 @@ import (
 func (s *System) settle(agentID string, p policy.Payment, after *persistence.Ticket, verify bool, delay time.Duration) {
 	s.work.Add(1)
 	s.busy.add(1)
-	go func() {
+	s.pool.Go(func() {
 		defer s.work.Done()
 		defer s.busy.add(-1)
 		if after != nil {
@@ -67,5 +67,5 @@ func (s *System) settle(agentID string, p policy.Payment, after *persistence.Tic
 			return
 		}
 		s.send(agentID, &railResult{spendID: p.SpendID, outcome: o})
-	}()
+	})
 }

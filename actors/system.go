@@ -57,6 +57,15 @@ type Config struct {
 	// LoosenDelay is how long a loosening policy change waits before it
 	// applies (and can be cancelled).
 	LoosenDelay time.Duration
+	// Messenger sends approval notices through the owners' notification
+	// channels; nil sends nothing and refuses new channels.
+	Messenger Messenger
+	// NotifyBackoff are the delays between attempts of an approval notice
+	// that failed; its length bounds the retries. A notice is not retried
+	// past its approval's expiry.
+	NotifyBackoff []time.Duration
+	// NotifyTimeout bounds one attempt to send a notice.
+	NotifyTimeout time.Duration
 }
 
 // Validate fills defaults and reports the first missing collaborator.
@@ -89,6 +98,13 @@ func (c *Config) Validate() error {
 	}
 	if c.LoosenDelay <= 0 {
 		c.LoosenDelay = time.Hour
+	}
+	if len(c.NotifyBackoff) == 0 {
+		c.NotifyBackoff = []time.Duration{10 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute,
+			5 * time.Minute, 10 * time.Minute, 15 * time.Minute}
+	}
+	if c.NotifyTimeout <= 0 {
+		c.NotifyTimeout = 30 * time.Second
 	}
 	if c.ConsoleURL == "" {
 		c.ConsoleURL = "http://127.0.0.1:8080/console"
@@ -124,6 +140,13 @@ type System struct {
 
 	hub    *hub
 	timers *expiryTimers
+	// pool runs agent mailboxes and settlement calls on kept goroutines.
+	pool *workerPool
+	// notifier sends approval notices; nil without a Messenger.
+	notifier *notifier
+	// channelMu serializes notification channel changes, whose quota
+	// check reads the store (see CreateNotificationChannel).
+	channelMu sync.Mutex
 
 	ctx    context.Context // ends at Close: stops settlement and verification
 	cancel context.CancelFunc
@@ -137,6 +160,11 @@ type System struct {
 
 // New starts the actor system and resumes the work that a previous run left
 // open: approvals to expire, payments to send or verify.
+// poolWorkers is how many goroutines the worker pool keeps: enough for the
+// mailboxes and rail calls in flight at once under a full load of two cores,
+// beyond which work runs on fresh goroutines.
+const poolWorkers = 128
+
 func New(cfg Config) (*System, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -150,6 +178,7 @@ func New(cfg Config) (*System, error) {
 		agents: make(map[string]*agentEntry),
 		ctx:    ctx, cancel: cancel,
 	}
+	s.pool = newWorkerPool(poolWorkers)
 	s.hub = newHub()
 	s.timers = newExpiryTimers(s)
 	if err := s.finishResets(); err != nil {
@@ -160,6 +189,7 @@ func New(cfg Config) (*System, error) {
 		s.Close()
 		return nil, err
 	}
+	s.notifier = startNotifier(s)
 	return s, nil
 }
 
@@ -172,6 +202,7 @@ func (s *System) Close() {
 	}
 	s.timers.stop()
 	s.cancel()
+	s.notifier.stop()
 	s.work.Wait()
 	s.regMu.Lock()
 	for id, e := range s.agents {
@@ -181,6 +212,7 @@ func (s *System) Close() {
 	s.regMu.Unlock()
 	s.actors.Shutdown()
 	s.hub.close()
+	s.pool.stop()
 }
 
 // resume activates every agent with active spends so that each resumes its
@@ -246,7 +278,8 @@ func (s *System) activate(agentID string) {
 		return
 	}
 	e := &agentEntry{}
-	props := actor.PropsFromProducer(func() actor.Actor { return newAgentActor(s, agentID, e) })
+	props := actor.PropsFromProducer(func() actor.Actor { return newAgentActor(s, agentID, e) },
+		actor.WithDispatcher(s.pool))
 	e.pid = s.actors.Root.Spawn(props)
 	s.agents[agentID] = e
 }

@@ -1,8 +1,11 @@
 package persistence
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -287,11 +290,8 @@ func (s *Store) checkpointChunk() error {
 				return err
 			}
 		}
-		buckets := make(map[string]*bolt.Bucket)
-		for _, r := range recs {
-			if err := applyOps(tx, buckets, r.ops); err != nil {
-				return err
-			}
+		if err := applyOps(tx, make(map[string]*bolt.Bucket), finalOps(recs)); err != nil {
+			return err
 		}
 		if err := putApplied(tx, upTo); err != nil {
 			return err
@@ -360,4 +360,36 @@ func (s *Store) shutdown() {
 		}
 	}
 	s.c.waiting = nil
+}
+
+// finalOps reduces the records of a checkpoint chunk to the last write of
+// each key, sorted by bucket and key. Only the final state of a key matters
+// to the buckets, and a spend writes the same keys (the spend, its agent's
+// counters, its environment) at every step, so most writes of a chunk are
+// superseded inside it; sorted keys let bbolt visit each page once.
+func finalOps(recs []pendingRec) []Op {
+	n := 0
+	for _, r := range recs {
+		n += len(r.ops)
+	}
+	last := make(map[string]int, n)
+	all := make([]Op, 0, n)
+	for _, r := range recs {
+		for _, op := range r.ops {
+			k := op.Bucket + "\x00" + string(op.Key)
+			if i, ok := last[k]; ok {
+				all[i] = op
+				continue
+			}
+			last[k] = len(all)
+			all = append(all, op)
+		}
+	}
+	slices.SortFunc(all, func(a, b Op) int {
+		if c := strings.Compare(a.Bucket, b.Bucket); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.Key, b.Key)
+	})
+	return all
 }

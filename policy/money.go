@@ -209,6 +209,14 @@ func (a Amount) String() string {
 // loses nothing: "5.00", "12.50", "0.001", "0.000001", "-3.25". It is the
 // form for humans; use String to keep the scale a caller sent.
 func (a Amount) Display() string {
+	if s, ok := a.displayInt64(); ok {
+		return s
+	}
+	return a.displayText()
+}
+
+// displayText is Display through apd's text form: any coefficient size.
+func (a Amount) displayText() string {
 	s := a.d.Text('f')
 	intPart, frac, _ := strings.Cut(s, ".")
 	frac = strings.TrimRight(frac, "0")
@@ -216,6 +224,51 @@ func (a Amount) Display() string {
 		frac += "0"
 	}
 	return intPart + "." + frac
+}
+
+// displayInt64 is Display without apd's text formatting, for the common
+// case of a coefficient that fits an int64: balances and spends format
+// several amounts per request, and this path allocates once.
+func (a Amount) displayInt64() (string, bool) {
+	if a.d.Form != apd.Finite || !a.d.Coeff.IsInt64() || a.d.Exponent > 18 || a.d.Exponent < -18 {
+		return "", false
+	}
+	coef := a.d.Coeff.Int64()
+	if coef < 0 {
+		return "", false
+	}
+	var digits [20]byte
+	d := strconv.AppendInt(digits[:0], coef, 10)
+	var buf [64]byte
+	out := buf[:0]
+	if a.d.Negative {
+		out = append(out, '-')
+	}
+	exp := int(a.d.Exponent)
+	if exp >= 0 {
+		out = append(out, d...)
+		if coef != 0 {
+			for range exp {
+				out = append(out, '0')
+			}
+		}
+		return string(append(out, ".00"...)), true
+	}
+	scale := -exp
+	for len(d) <= scale { // at least one digit before the point
+		d = append([]byte{'0'}, d...)
+	}
+	intPart, frac := d[:len(d)-scale], d[len(d)-scale:]
+	for len(frac) > 0 && frac[len(frac)-1] == '0' {
+		frac = frac[:len(frac)-1]
+	}
+	out = append(out, intPart...)
+	out = append(out, '.')
+	out = append(out, frac...)
+	for i := len(frac); i < 2; i++ {
+		out = append(out, '0')
+	}
+	return string(out), true
 }
 
 // mustExact panics when apd reports an error: with the traps on arith that

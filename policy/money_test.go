@@ -393,6 +393,9 @@ func FuzzParseAmount(f *testing.F) {
 		if a.Sign() < 0 {
 			t.Fatalf("wire amount %q is negative", s)
 		}
+		if got, want := a.Display(), a.displayText(); got != want {
+			t.Fatalf("Display() = %q, want %q", got, want)
+		}
 		d, err := ParseAmount(a.Display())
 		if err != nil {
 			t.Fatalf("Display() %q of %q does not parse: %v", a.Display(), s, err)
@@ -411,4 +414,34 @@ func FuzzParseAmount(f *testing.F) {
 			t.Fatalf("a + a - a != a for %q", s)
 		}
 	})
+}
+
+func TestDisplayFastPathMatchesText(t *testing.T) {
+	cases := []string{"0", "0.00", "5", "5.0", "12.5", "12.50", "0.001", "0.000001", "999999999999.999999",
+		"100", "100000000000", "0.10", "7.000"}
+	for _, s := range cases {
+		a := MustAmount(s)
+		for _, v := range []Amount{a, a.Sub(MustAmount("0.005")), a.Add(a), MustAmount("0").Sub(a)} {
+			if got, want := v.Display(), v.displayText(); got != want {
+				t.Errorf("Display(%s) = %q, want %q", v.String(), got, want)
+			}
+		}
+	}
+	// Exponents apd produces from arithmetic, positive ones included.
+	for _, tc := range []struct {
+		coef int64
+		exp  int32
+		neg  bool
+	}{{5, 2, false}, {0, 3, false}, {0, -4, true}, {123, -1, true}, {1, -18, false}, {9, 18, false}} {
+		var v Amount
+		v.d.SetFinite(tc.coef, tc.exp)
+		v.d.Negative = tc.neg
+		want := v.displayText()
+		if tc.coef == 0 && tc.exp > 0 {
+			want = "0.00" // apd's text keeps the exponent's zeros: "0000"
+		}
+		if got := v.Display(); got != want {
+			t.Errorf("Display(%dE%d neg=%v) = %q, want %q", tc.coef, tc.exp, tc.neg, got, want)
+		}
+	}
 }

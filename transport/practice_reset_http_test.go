@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentpay/guard/actors"
+	"github.com/agentpay/guard/internal/guardtest"
 	"github.com/agentpay/guard/policy"
 )
 
@@ -204,5 +205,34 @@ func TestPracticeResetAccess(t *testing.T) {
 	mustStatus(t, again, http.StatusOK)
 	if rm := obj(t, again.Body, "removed"); rm["agents"] != float64(0) || rm["spends"] != float64(0) || rm["events"] != float64(0) {
 		t.Errorf("a second reset removed %v", rm)
+	}
+}
+
+// Notification channels are the owner's configuration: a reset keeps them
+// (and they keep working), while the marks of the notices sent for the
+// removed approvals go with them.
+func TestPracticeResetKeepsNotificationChannels(t *testing.T) {
+	chat := guardtest.StartChatServer(t, nil)
+	e := start(t)
+	ch := addChannel(t, e.srv, e.owner.TestKey, "chat", chat.URL)
+	_, agentKey := e.srv.NewAgent(t, e.owner.TestKey, askingPolicy)
+	_, approval := pendingSpend(t, e.srv, agentKey)
+	chat.Next(t, deliveryWait)
+	e.srv.Quiesce(t, deliveryWait)
+	if sent, _, err := e.srv.System().NotificationSent(approval["id"].(string), ch["id"].(string)); err != nil || !sent {
+		t.Fatalf("the notice was not marked sent: %v %v", sent, err)
+	}
+
+	mustStatus(t, call(t, e.srv, http.MethodPost, "/v1/test/reset", e.owner.TestKey, nil, nil), http.StatusOK)
+	if sent, _, err := e.srv.System().NotificationSent(approval["id"].(string), ch["id"].(string)); err != nil || sent {
+		t.Errorf("the mark of a removed approval's notice is still stored: %v %v", sent, err)
+	}
+	if ids, _ := listIDs(t, e.srv, e.owner.TestKey, channelsPath); len(ids) != 1 || ids[0] != ch["id"] {
+		t.Fatalf("channels after the reset: %v", ids)
+	}
+	_, agentKey = e.srv.NewAgent(t, e.owner.TestKey, askingPolicy)
+	_, approval = pendingSpend(t, e.srv, agentKey)
+	if req := chat.Next(t, deliveryWait); !strings.Contains(string(req.Body), approval["id"].(string)) {
+		t.Errorf("the kept channel got %s", req.Body)
 	}
 }

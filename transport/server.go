@@ -148,7 +148,12 @@ func (s *Server) routes(r *router.Router) {
 	r.POST("/v1/test/clock/advance", s.wrap(s.ownerOnly(s.advanceTestClock, ratelimit.PracticeControl)))
 	r.POST("/v1/test/reset", s.wrap(s.ownerOnly(s.resetPractice, ratelimit.PracticeControl)))
 	r.POST("/v1/policy_changes/{id}/cancel", s.wrap(s.ownerOnly(s.cancelPolicyChange, ratelimit.AdminWrites)))
+	s.notificationRoutes(r)
 }
+
+// Handler is the whole API as one fasthttp handler: what Serve runs for
+// each request (in-process benchmarks call it without a connection).
+func (s *Server) Handler() fasthttp.RequestHandler { return s.http.Handler }
 
 // Serve serves on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error { return s.http.Serve(ln) }

@@ -308,9 +308,10 @@ func (s *Server) checkSpend(c *call) *apiError {
 		}
 		amount = &a
 	}
-	ctx, cancel := requestContext(10 * time.Second)
-	defer cancel()
-	r, err := s.sys.Check(ctx, c.who, *body.Destination, amount)
+	// Reads answer from the agent's published snapshot; only a passivated
+	// agent is activated first, and that wait is bounded by the actors'
+	// own request timeout. No timer per request: these are the hot reads.
+	r, err := s.sys.Check(c.ctx, c.who, *body.Destination, amount)
 	if err != nil {
 		return fromActors(err)
 	}
@@ -319,9 +320,7 @@ func (s *Server) checkSpend(c *call) *apiError {
 }
 
 func (s *Server) balance(c *call) *apiError {
-	ctx, cancel := requestContext(10 * time.Second)
-	defer cancel()
-	b, err := s.sys.Balance(ctx, c.who)
+	b, err := s.sys.Balance(c.ctx, c.who) // see checkSpend for the context
 	if err != nil {
 		return fromActors(err)
 	}

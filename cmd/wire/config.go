@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/mail"
 	"os"
 	"reflect"
 	"strconv"
@@ -60,6 +61,19 @@ type Config struct {
 	// stay). Load benchmarks raise it, GUARD_RATE_LIMIT_SCALE=1000, so
 	// that the load measures the service rather than its limits.
 	RateLimitScale float64 `json:"rate_limit_scale"`
+	// SMTPAddr is host:port of the mail server that sends approval
+	// notices to e-mail channels; empty means no e-mail channels.
+	SMTPAddr string `json:"smtp_addr"`
+	// SMTPFrom is the sender of those e-mails, "guard@example.com" or
+	// "Guard <guard@example.com>"; required with smtp_addr.
+	SMTPFrom string `json:"smtp_from"`
+	// SMTPUsername and SMTPPassword authenticate to the mail server
+	// (AUTH PLAIN, only over TLS or to a server on this machine).
+	SMTPUsername string `json:"smtp_username"`
+	SMTPPassword string `json:"smtp_password"`
+	// SMTPRequireTLS refuses to send mail when the server does not offer
+	// STARTTLS; without it STARTTLS is used whenever offered.
+	SMTPRequireTLS bool `json:"smtp_require_tls"`
 }
 
 // Defaults are the settings with no file, environment or flag.
@@ -109,6 +123,32 @@ func (c Config) Validate() error {
 	}
 	if err := ratelimit.DefaultTable().Scaled(c.RateLimitScale).Validate(); err != nil {
 		return fmt.Errorf("config: rate_limit_scale %v is too large for the limiter: %v", c.RateLimitScale, err)
+	}
+	return c.validateSMTP()
+}
+
+// validateSMTP checks the mail settings: all of them need smtp_addr.
+func (c Config) validateSMTP() error {
+	if c.SMTPAddr == "" {
+		for name, v := range map[string]bool{"smtp_from": c.SMTPFrom != "", "smtp_username": c.SMTPUsername != "",
+			"smtp_password": c.SMTPPassword != "", "smtp_require_tls": c.SMTPRequireTLS} {
+			if v {
+				return fmt.Errorf("config: %s is set but smtp_addr is not; set smtp_addr (host:port of the mail server) or remove %s", name, name)
+			}
+		}
+		return nil
+	}
+	if host, port, err := net.SplitHostPort(c.SMTPAddr); err != nil || host == "" || port == "" {
+		return fmt.Errorf("config: smtp_addr %q must be host:port, like mail.example.com:587", c.SMTPAddr)
+	}
+	if c.SMTPFrom == "" {
+		return errors.New("config: smtp_from is required with smtp_addr: the sender address of approval e-mails, like guard@example.com")
+	}
+	if _, err := mail.ParseAddress(c.SMTPFrom); err != nil {
+		return fmt.Errorf("config: smtp_from %q must be an e-mail address like guard@example.com or \"Guard <guard@example.com>\"", c.SMTPFrom)
+	}
+	if (c.SMTPUsername == "") != (c.SMTPPassword == "") {
+		return errors.New("config: smtp_username and smtp_password go together: set both or neither")
 	}
 	return nil
 }

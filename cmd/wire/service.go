@@ -13,11 +13,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/agentpay/guard/actors"
 	"github.com/agentpay/guard/persistence"
 	"github.com/agentpay/guard/policy"
 	"github.com/agentpay/guard/transport"
 	"github.com/agentpay/guard/transport/approvallink"
+	"github.com/agentpay/guard/transport/notify"
 	"github.com/agentpay/guard/transport/rail"
 	"github.com/agentpay/guard/transport/ratelimit"
 	"github.com/agentpay/guard/transport/receipt"
@@ -90,11 +93,16 @@ func Open(cfg Config, opts Options) (*Service, error) {
 		return nil, err
 	}
 	pool, _ := policy.ParseAmount(cfg.PracticePool)
+	messenger, err := newMessenger(cfg, opts, svc.links)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
 	svc.sys, err = actors.New(actors.Config{
 		Store: store, Clock: opts.Clock, Signer: keyringSigner{svc.keys}, Logger: log,
 		PracticeRail: rail.NewSimulated(rail.SimulatedOptions{Latency: cfg.SimulatedLatency}),
 		ConsoleURL:   cfg.ConsoleURL, IdleTimeout: cfg.IdleTimeout, SettleTimeout: cfg.SettleTimeout,
-		PracticePool: pool, LoosenDelay: cfg.LoosenDelay,
+		PracticePool: pool, LoosenDelay: cfg.LoosenDelay, Messenger: messenger,
 	})
 	if err != nil {
 		store.Close()
@@ -106,6 +114,20 @@ func Open(cfg Config, opts Options) (*Service, error) {
 	svc.api = transport.NewServer(transport.Config{System: svc.sys, JWKS: svc.keys.JWKS, Logger: log,
 		Limits: newLimiter(cfg, opts.Clock)})
 	return svc, nil
+}
+
+// newMessenger builds the sender of approval notices: chat always, e-mail
+// when the operator configured a mail server.
+func newMessenger(cfg Config, opts Options, links *approvallink.Signer) (*notify.Sender, error) {
+	nc := notify.Config{Links: links, Now: time.Now}
+	if opts.Clock != nil {
+		nc.Now = opts.Clock.Now
+	}
+	if cfg.SMTPAddr != "" {
+		nc.SMTP = &notify.SMTPConfig{Addr: cfg.SMTPAddr, From: cfg.SMTPFrom, Username: cfg.SMTPUsername,
+			Password: cfg.SMTPPassword, RequireTLS: cfg.SMTPRequireTLS}
+	}
+	return notify.New(nc)
 }
 
 // newLimiter builds the rate limiter of cfg, or nil when limits are off.
@@ -133,6 +155,9 @@ func (s *Service) Links() *approvallink.Signer { return s.links }
 
 // JWKS is the public receipt key set.
 func (s *Service) JWKS() []byte { return s.keys.JWKS() }
+
+// Handler is the API's request handler, for in-process benchmarks.
+func (s *Service) Handler() fasthttp.RequestHandler { return s.api.Handler() }
 
 // Serve answers HTTP on ln until Shutdown.
 func (s *Service) Serve(ln net.Listener) error { return s.api.Serve(ln) }

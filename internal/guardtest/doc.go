@@ -32,6 +32,14 @@
 // service; they use wait_seconds, Advance, or WaitForTimers to learn that the
 // service scheduled the work they are about to release.
 //
+// # Notifications
+//
+// StartMailServer runs a real SMTP server (github.com/emersion/go-smtp) on
+// a loopback port, with STARTTLS, AUTH and refusals when asked, and hands
+// the test every message it accepts; StartChatServer stands in for a chat's
+// incoming webhook. Server.Quiesce waits until deliveries in flight have
+// finished, so a test can tell "not sent" from "not sent yet".
+//
 // # Caveats
 //
 // The service's log goes to a buffer that is printed only when the test

@@ -720,6 +720,25 @@ func TestServerMatchesDocument(t *testing.T) {
 		}
 	}
 
+	// Notification channels (no mail server is configured here: e-mail
+	// channels are refused; chat goes to a loopback address).
+	h.clock.Advance(time.Minute) // a fresh minute of administration writes
+	ntc := h.want(h.do("POST", "/v1/notification_channels", owner, nil,
+		`{"type":"chat","target":"http://127.0.0.1:9/hooks/contract-test-webhook"}`), 201, "").str("id")
+	h.want(h.do("POST", "/v1/notification_channels", owner, nil, `{"type":"email","target":"owner@example.com"}`), 400, "parameter_invalid")
+	h.want(h.do("POST", "/v1/notification_channels", owner, nil, `{"type":"chat","target":"http://chat.example.com/x"}`), 400, "parameter_invalid")
+	h.want(h.do("POST", "/v1/notification_channels", owner, nil, `{"type":"chat"}`), 400, "parameter_missing")
+	h.want(h.do("POST", "/v1/notification_channels", agent, nil, `{"type":"chat","target":"https://chat.example.com/x"}`), 403, "key_kind_not_allowed")
+	h.want(h.do("GET", "/v1/notification_channels", owner, nil, ""), 200, "")
+	h.want(h.do("GET", "/v1/notification_channels", liveOwner, nil, ""), 200, "")
+	h.want(h.do("GET", "/v1/notification_channels?limit=5", owner, nil, ""), 400, "parameter_unknown")
+	h.want(h.do("GET", "/v1/notification_channels/"+ntc, owner, nil, ""), 200, "")
+	h.want(h.do("GET", "/v1/notification_channels/"+ntc, liveOwner, nil, ""), 404, "resource_missing")
+	h.want(h.do("GET", "/v1/events?type=notification_channel.added", owner, nil, ""), 200, "")
+	h.want(h.do("DELETE", "/v1/notification_channels/"+ntc, owner, nil, ""), 200, "")
+	h.want(h.do("DELETE", "/v1/notification_channels/"+ntc, owner, nil, ""), 404, "resource_missing")
+	h.want(h.do("DELETE", "/v1/notification_channels/"+ntc, agent, nil, ""), 403, "key_kind_not_allowed")
+
 	// Undocumented routes and methods answer the error envelope.
 	h.want(h.do("GET", "/v2/spends", agent, nil, ""), 404, "route_not_found")
 	h.want(h.do("PUT", "/v1/me", agent, nil, ""), 404, "route_not_found")

@@ -183,6 +183,10 @@ func TestRateLimitedAnswersMatchDocument(t *testing.T) {
 		{"GET", "/v1/test/clock", owner, ""},
 		{"POST", "/v1/test/clock/advance", owner, `{"seconds":60}`},
 		{"POST", "/v1/test/reset", owner, ""},
+		{"POST", "/v1/notification_channels", owner, `{"type":"chat","target":"https://chat.example.com/hook"}`},
+		{"GET", "/v1/notification_channels", owner, ""},
+		{"GET", "/v1/notification_channels/ntc_00000000000000000000000000000000", owner, ""},
+		{"DELETE", "/v1/notification_channels/ntc_00000000000000000000000000000000", owner, ""},
 	} {
 		r := h.do(c.method, c.path, c.key, map[string]string{"Idempotency-Key": "rl-key"}, c.body)
 		h.want(r, 429, "rate_limited")
