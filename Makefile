@@ -20,10 +20,20 @@ build: ## build bin/guard and bin/guard-bench
 	$(GO) build -o bin/guard-bench ./bench/cmd/guard-bench
 
 .PHONY: test
-test: ## every test, under the race detector, with short fuzzing of each fuzz target
+test: browser-deps ## every test, under the race detector, with short fuzzing of each fuzz target
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 	$(MAKE) fuzz FUZZTIME=3s
+
+# The console's browser tests need axe-core from npm and Debian's chromium
+# (apt-get install chromium); without them, and without CI set, they skip.
+BROWSERTEST := transport/console/browsertest
+
+.PHONY: browser-deps
+browser-deps: ## install what the console's browser tests inject (axe-core, npm ci)
+	@if [ ! -f $(BROWSERTEST)/node_modules/axe-core/axe.min.js ] && command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix $(BROWSERTEST) --no-audit --no-fund --loglevel=error || echo "npm ci failed: the browser tests will skip"; \
+	fi
 
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each (default 30s)

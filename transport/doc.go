@@ -13,5 +13,7 @@
 //     the body {"error":{type,code,message,param},"request_id"}.
 //
 // Subpackages: receipt signs and verifies receipts (compact JWS, EdDSA);
-// rail holds the payment rails (the practice vendor simulation).
+// rail holds the payment rails (the practice vendor simulation); console
+// is the owner console, HTML pages served on the same listener through
+// Config.Pages (see pages.go).
 package transport

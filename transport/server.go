@@ -39,6 +39,8 @@ type Config struct {
 	// RateLimit-* header is sent (for embedding and tools). The server
 	// sweeps idle buckets from it every minute until Shutdown.
 	Limits *ratelimit.Limiter
+	// Pages, when set, are served beside the API (the owner console).
+	Pages Pages
 }
 
 // Server is the REST API.
@@ -75,9 +77,21 @@ func NewServer(cfg Config) *Server {
 	// does not exist.
 	r.HandleMethodNotAllowed = false
 	s.routes(r)
-	r.NotFound = s.wrap(s.public(func(c *call) *apiError {
+	notFound := s.wrap(s.public(func(c *call) *apiError {
 		return badParam(codeRouteNotFound, "", "No route "+string(c.ctx.Method())+" "+string(c.ctx.Path())+" exists; see /v1/openapi.json.")
 	}))
+	r.NotFound = notFound
+	if pages := cfg.Pages; pages != nil {
+		pages.Register(r, s.tracked)
+		r.NotFound = func(ctx *fasthttp.RequestCtx) {
+			if pages.Owns(ctx.Path()) {
+				s.markServed(ctx)
+				pages.NotFound(ctx)
+				return
+			}
+			notFound(ctx)
+		}
+	}
 	s.http = &fasthttp.Server{
 		Handler:                       r.Handler,
 		Name:                          "guard",
@@ -201,6 +215,14 @@ func (s *Server) markServed(ctx *fasthttp.RequestCtx) {
 		if ci := v.(*connInfo); !ci.served.Load() {
 			ci.served.Store(true)
 		}
+	}
+}
+
+// tracked marks the connections of h's requests as served (see Shutdown).
+func (s *Server) tracked(h fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		s.markServed(ctx)
+		h(ctx)
 	}
 }
 

@@ -3,8 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -12,31 +10,10 @@ import (
 	"log/slog"
 	"strings"
 
-	"golang.org/x/crypto/argon2"
-
 	"github.com/agentpay/guard/actors"
 	"github.com/agentpay/guard/cmd/wire"
+	"github.com/agentpay/guard/transport/console"
 )
-
-// argon2id parameters (RFC 9106 second recommended option, 64 MiB).
-const (
-	argonTime    = 3
-	argonMemory  = 64 * 1024
-	argonThreads = 2
-	argonKeyLen  = 32
-)
-
-// hashPassword returns a PHC-format argon2id hash.
-func hashPassword(pw string) string {
-	salt := make([]byte, 16)
-	if _, err := rand.Read(salt); err != nil {
-		panic(err)
-	}
-	key := argon2.IDKey([]byte(pw), salt, argonTime, argonMemory, argonThreads, argonKeyLen)
-	enc := base64.RawStdEncoding
-	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, argonMemory, argonTime, argonThreads,
-		enc.EncodeToString(salt), enc.EncodeToString(key))
-}
 
 func ownerCreate(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer, getenv func(string) string) error {
 	fs := flag.NewFlagSet("guard owner create", flag.ContinueOnError)
@@ -54,8 +31,8 @@ func ownerCreate(ctx context.Context, args []string, stdin io.Reader, stdout io.
 		return fmt.Errorf("reading the password from standard input: %w", err)
 	}
 	pw := strings.TrimRight(line, "\r\n")
-	if len(pw) < 12 {
-		return fmt.Errorf("the password must have at least 12 characters")
+	if len(pw) < console.MinPasswordLength {
+		return fmt.Errorf("the password must have at least %d characters", console.MinPasswordLength)
 	}
 	cfg := wire.Defaults()
 	cfg.Data = *data
@@ -64,7 +41,7 @@ func ownerCreate(ctx context.Context, args []string, stdin io.Reader, stdout io.
 		return fmt.Errorf("%w (is the server still running on this data directory?)", err)
 	}
 	defer svc.Shutdown(context.Background())
-	oc, err := svc.System().CreateOwner(ctx, *name, *email, hashPassword(pw))
+	oc, err := svc.System().CreateOwner(ctx, *name, *email, console.HashPassword(pw))
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentpay/guard/actors"
 	"github.com/agentpay/guard/cmd/wire"
+	"github.com/agentpay/guard/transport/console"
 )
 
 func TestOwnerCreate(t *testing.T) {
@@ -70,13 +71,30 @@ func TestOwnerCreateDuplicateEmail(t *testing.T) {
 	}
 }
 
-func TestPasswordHashIsArgon2id(t *testing.T) {
-	h := hashPassword("correct horse battery")
-	if !strings.HasPrefix(h, "$argon2id$v=19$m=65536,t=3,p=2$") || strings.Count(h, "$") != 5 {
-		t.Fatalf("hash %q is not a PHC argon2id string", h)
+// The password typed at owner create is the one the console accepts.
+func TestOwnerCreateStoresConsolePassword(t *testing.T) {
+	dir := t.TempDir()
+	err := Run(context.Background(), []string{"owner", "create", "-data", dir, "-name", "A", "-email", "Pw@Example.org"},
+		strings.NewReader("correct horse battery\n"), io.Discard, io.Discard, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
 	}
-	if hashPassword("correct horse battery") == h {
-		t.Fatal("two hashes of one password must differ (random salt)")
+	cfg := wire.Defaults()
+	cfg.Data = dir
+	svc, err := wire.Open(cfg, wire.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Shutdown(context.Background())
+	o, err := svc.System().OwnerByEmail("pw@example.org")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(o.PasswordHash, "$argon2id$v=19$m=65536,t=3,p=2$") {
+		t.Fatalf("hash %q is not a PHC argon2id string", o.PasswordHash)
+	}
+	if !console.VerifyPassword(o.PasswordHash, "correct horse battery") || console.VerifyPassword(o.PasswordHash, "correct horse batter") {
+		t.Fatal("the stored hash does not check the password")
 	}
 }
 

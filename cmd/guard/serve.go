@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +17,7 @@ import (
 	"github.com/agentpay/guard/actors"
 	"github.com/agentpay/guard/cmd/wire"
 	"github.com/agentpay/guard/policy"
+	"github.com/agentpay/guard/transport/console"
 )
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
@@ -75,6 +78,21 @@ type devCredentials struct {
 	OwnerKey string `json:"owner_key"`
 	AgentID  string `json:"agent_id"`
 	AgentKey string `json:"agent_key"`
+	// ConsoleEmail and ConsolePassword sign in to the owner console.
+	ConsoleEmail    string `json:"console_email"`
+	ConsolePassword string `json:"console_password"`
+}
+
+// devEmail is the practice owner's console sign-in.
+const devEmail = "dev@owner.invalid"
+
+// newDevPassword is a random console password for the practice owner.
+func newDevPassword() string {
+	b := make([]byte, 15)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 func devBootstrap(ctx context.Context, svc *wire.Service, cfg wire.Config, addr string, out io.Writer) error {
@@ -86,7 +104,8 @@ func devBootstrap(ctx context.Context, svc *wire.Service, cfg wire.Config, addr 
 		}
 	} else if errors.Is(err, os.ErrNotExist) {
 		sys := svc.System()
-		oc, err := sys.CreateOwner(ctx, "Practice owner", "dev@owner.invalid", "")
+		pw := newDevPassword()
+		oc, err := sys.CreateOwner(ctx, "Practice owner", devEmail, console.HashPassword(pw))
 		if err != nil {
 			return fmt.Errorf("creating the practice owner: %w", err)
 		}
@@ -107,23 +126,42 @@ func devBootstrap(ctx context.Context, svc *wire.Service, cfg wire.Config, addr 
 		if err != nil {
 			return fmt.Errorf("creating the practice agent key: %w", err)
 		}
-		creds = devCredentials{OwnerID: oc.Owner.ID, OwnerKey: oc.Keys[actors.EnvTest], AgentID: ag.ID, AgentKey: k.Secret}
-		b, _ := json.MarshalIndent(creds, "", "  ")
-		if err := os.WriteFile(path, b, 0o600); err != nil {
-			return fmt.Errorf("writing %s: %w", path, err)
+		creds = devCredentials{OwnerID: oc.Owner.ID, OwnerKey: oc.Keys[actors.EnvTest], AgentID: ag.ID, AgentKey: k.Secret,
+			ConsoleEmail: devEmail, ConsolePassword: pw}
+		if err := writeDevCredentials(path, creds); err != nil {
+			return err
 		}
 	} else {
 		return err
 	}
+	if creds.ConsolePassword == "" {
+		// Credentials from before the console: give the owner a password.
+		creds.ConsoleEmail, creds.ConsolePassword = devEmail, newDevPassword()
+		if err := svc.System().SetOwnerPassword(ctx, creds.OwnerID, console.HashPassword(creds.ConsolePassword)); err != nil {
+			return fmt.Errorf("setting the practice owner's console password: %w", err)
+		}
+		if err := writeDevCredentials(path, creds); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(out, `Practice environment ready (credentials in %s):
   owner key: %s
   agent key: %s
+  console:   %s  (sign in as %s, password %s)
 
 Pay a vendor as the agent:
   curl -s -X POST http://%s/v1/spends \
     -H 'Authorization: Bearer %s' \
     -H 'Content-Type: application/json' -H 'Idempotency-Key: first-spend' \
     -d '{"amount":"0.50","destination":"api.vendor.com","resource":{"url":"https://api.vendor.com/report"}}'
-`, path, creds.OwnerKey, creds.AgentKey, addr, creds.AgentKey)
+`, path, creds.OwnerKey, creds.AgentKey, cfg.ConsoleURL, creds.ConsoleEmail, creds.ConsolePassword, addr, creds.AgentKey)
+	return nil
+}
+
+func writeDevCredentials(path string, creds devCredentials) error {
+	b, _ := json.MarshalIndent(creds, "", "  ")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
 	return nil
 }

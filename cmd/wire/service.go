@@ -20,6 +20,7 @@ import (
 	"github.com/agentpay/guard/policy"
 	"github.com/agentpay/guard/transport"
 	"github.com/agentpay/guard/transport/approvallink"
+	"github.com/agentpay/guard/transport/console"
 	"github.com/agentpay/guard/transport/notify"
 	"github.com/agentpay/guard/transport/rail"
 	"github.com/agentpay/guard/transport/ratelimit"
@@ -111,8 +112,16 @@ func Open(cfg Config, opts Options) (*Service, error) {
 	failMu.Lock()
 	failed = svc.sys.StoreFailed
 	failMu.Unlock()
+	limits := newLimiter(cfg, opts.Clock)
+	pages, err := console.New(console.Config{System: svc.sys, Links: svc.links, Limits: limits, JWKS: svc.keys.JWKS,
+		URL: cfg.ConsoleURL, Logger: log})
+	if err != nil {
+		svc.sys.Close()
+		store.Close()
+		return nil, err
+	}
 	svc.api = transport.NewServer(transport.Config{System: svc.sys, JWKS: svc.keys.JWKS, Logger: log,
-		Limits: newLimiter(cfg, opts.Clock)})
+		Limits: limits, Pages: pages})
 	return svc, nil
 }
 

@@ -21,11 +21,16 @@ const (
 	KeyChanges      Name = "key_changes"      // rotate or create keys per day, per owner id
 	PracticeControl Name = "practice_control" // /v1/test/*, per owner id
 	InvalidKey      Name = "invalid_key"      // invalid or missing key, per client IP
+	// SignIn counts console sign-in attempts, once per client IP and once
+	// per e-mail (subjects "ip|…" and "email|…"), so neither one address
+	// nor many addresses can guess a password quickly. Not in spec 8.1,
+	// which covers keys only.
+	SignIn Name = "sign_in"
 )
 
 // names lists every Name in table order; a Name's position is its index in
 // the limiter's parameter array.
-var names = [...]Name{Key, Spends, SpendsDaily, Check, AdminWrites, KeyChanges, PracticeControl, InvalidKey}
+var names = [...]Name{Key, Spends, SpendsDaily, Check, AdminWrites, KeyChanges, PracticeControl, InvalidKey, SignIn}
 
 // numNames is the number of limits.
 const numNames = len(names)
@@ -53,6 +58,8 @@ func (n Name) index() int {
 		return 6
 	case InvalidKey:
 		return 7
+	case SignIn:
+		return 8
 	}
 	return -1
 }
@@ -86,6 +93,7 @@ func DefaultTable() Table {
 			KeyChanges:      {Rate: 50, Window: day, Burst: 0},
 			PracticeControl: {Rate: 120, Window: time.Hour, Burst: 20},
 			InvalidKey:      {Rate: 30, Window: 10 * time.Minute, Burst: 0},
+			SignIn:          {Rate: 10, Window: 15 * time.Minute, Burst: 5},
 		},
 		Live: map[Name]Limit{
 			Key:             {Rate: 60, Window: time.Minute, Burst: 30},
@@ -96,6 +104,7 @@ func DefaultTable() Table {
 			KeyChanges:      {Rate: 10, Window: day, Burst: 0},
 			PracticeControl: {Rate: 0, Window: time.Hour, Burst: 20},
 			InvalidKey:      {Rate: 30, Window: 10 * time.Minute, Burst: 0},
+			SignIn:          {Rate: 10, Window: 15 * time.Minute, Burst: 5},
 		},
 	}
 }

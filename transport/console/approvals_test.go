@@ -1,0 +1,277 @@
+package console_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentpay/guard/internal/guardtest"
+	"github.com/agentpay/guard/transport/approvallink"
+)
+
+func TestInboxApproveAndReject(t *testing.T) {
+	srv := guardtest.Start(t)
+	o := newOwner(t, srv)
+	_, agentKey := srv.NewAgent(t, o.testKey, approvalPolicy)
+	a := spend(t, srv, agentKey, "2.00", "inbox-a")
+	b := spend(t, srv, agentKey, "3.00", "inbox-b")
+	aprA, aprB := approvalOf(t, a), approvalOf(t, b)
+	c := newClient(t, srv)
+	token := c.mustSignIn(o)
+	inbox := c.get("/console/approvals")
+	for _, want := range []string{aprA["short_code"].(string), aprB["short_code"].(string), "2.00 usdc", "3.00 usdc", "approval_over", " min "} {
+		if !strings.Contains(inbox.body, want) {
+			t.Errorf("inbox lacks %q", want)
+		}
+	}
+	// The confirmation step carries the items hash the owner saw.
+	confirm := c.get("/console/approvals/" + aprA["id"].(string) + "?decision=approve")
+	if !strings.Contains(confirm.body, "Confirm approval") || !strings.Contains(confirm.body, aprA["items_hash"].(string)) {
+		t.Fatalf("confirmation page:\n%s", confirm.body)
+	}
+	decide := func(apr map[string]any, decision, itemsHash string) page {
+		return c.post("/console/approvals/"+apr["id"].(string)+"/decide",
+			url.Values{"csrf": {token}, "decision": {decision}, "items_hash": {itemsHash}}, "")
+	}
+	// A decision for a purchase other than the one shown is refused.
+	if p := decide(aprA, "approve", "sha256:00"); p.status != http.StatusConflict {
+		t.Fatalf("other items hash: %d", p.status)
+	}
+	if p := decide(aprA, "approve", aprA["items_hash"].(string)); p.status != http.StatusSeeOther || !strings.HasSuffix(p.location(), "?done=approve") {
+		t.Fatalf("approve: %d %q\n%s", p.status, p.location(), p.body)
+	}
+	r := srv.Do(t, http.MethodGet, "/v1/spends/"+a["id"].(string)+"?wait_seconds=20", agentKey, nil, nil)
+	for i := 0; r.Body["status"] != "settled" && i < 5; i++ {
+		r = srv.Do(t, http.MethodGet, "/v1/spends/"+a["id"].(string)+"?wait_seconds=20", agentKey, nil, nil)
+	}
+	if r.Body["status"] != "settled" {
+		t.Fatalf("approved spend is %v", r.Body["status"])
+	}
+	if p := decide(aprB, "reject", aprB["items_hash"].(string)); p.status != http.StatusSeeOther {
+		t.Fatalf("reject: %d", p.status)
+	}
+	if r := srv.Do(t, http.MethodGet, "/v1/spends/"+b["id"].(string), agentKey, nil, nil); r.Body["decline_reason"] != "owner_rejected" {
+		t.Fatalf("rejected spend: %v %v", r.Body["status"], r.Body["decline_reason"])
+	}
+	// A second decision is refused and says why.
+	p := decide(aprB, "approve", aprB["items_hash"].(string))
+	if p.status != http.StatusConflict || !strings.Contains(p.body, "already decided") {
+		t.Fatalf("second decision: %d\n%s", p.status, p.body)
+	}
+	// The decision names the console and the session, not a key.
+	ev := srv.Do(t, http.MethodGet, "/v1/events?type=approval.decided", o.testKey, nil, nil)
+	data := ev.Body["data"].([]any)
+	if len(data) != 2 {
+		t.Fatalf("approval.decided events: %d", len(data))
+	}
+	obj := data[0].(map[string]any)["data"].(map[string]any)["object"].(map[string]any)
+	if obj["channel"] != "console" || !strings.HasPrefix(obj["reference"].(string), "cs_") {
+		t.Fatalf("decision recorded as %v / %v", obj["channel"], obj["reference"])
+	}
+	if strings.Contains(c.get("/console/approvals").body, "<tbody>") {
+		t.Fatal("the inbox still lists decided approvals")
+	}
+}
+
+func TestOtherOwnersApprovalIsNotFound(t *testing.T) {
+	srv := guardtest.Start(t)
+	o, other := newOwner(t, srv), newOwner(t, srv)
+	_, agentKey := srv.NewAgent(t, o.testKey, approvalPolicy)
+	apr := approvalOf(t, spend(t, srv, agentKey, "2.00", "other-owner"))
+	c := newClient(t, srv)
+	token := c.mustSignIn(other)
+	if p := c.get("/console/approvals/" + apr["id"].(string)); p.status != http.StatusNotFound {
+		t.Fatalf("another owner's approval: %d", p.status)
+	}
+	p := c.post("/console/approvals/"+apr["id"].(string)+"/decide", url.Values{"csrf": {token}, "decision": {"approve"},
+		"items_hash": {apr["items_hash"].(string)}}, "")
+	if p.status != http.StatusNotFound {
+		t.Fatalf("deciding another owner's approval: %d", p.status)
+	}
+}
+
+// TestKeysCannotDecide: no API key, agent or owner, reaches a decision:
+// the console's decision path needs a session and its token, and the API
+// has no decision route.
+func TestKeysCannotDecide(t *testing.T) {
+	srv := guardtest.Start(t)
+	o := newOwner(t, srv)
+	_, agentKey := srv.NewAgent(t, o.testKey, approvalPolicy)
+	sp := spend(t, srv, agentKey, "2.00", "keys-cannot-decide")
+	apr := approvalOf(t, sp)
+	id := apr["id"].(string)
+	raw := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	send := func(method, path, key, body string) int {
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		resp, err := raw.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	form := "decision=approve&items_hash=" + url.QueryEscape(apr["items_hash"].(string))
+	for _, key := range []string{agentKey, o.testKey} {
+		for _, tc := range []struct {
+			method, path, body string
+			want               []int
+		}{
+			{"POST", "/console/approvals/" + id + "/decide", form, []int{403}},
+			{"POST", "/console/approvals/" + id + "/decide", form + "&csrf=x", []int{403}},
+			{"POST", "/v1/approvals/" + id + "/approve", "", []int{404}},
+			{"POST", "/v1/approvals/" + id + "/decide", "", []int{404}},
+			{"POST", "/v1/approvals/" + id, "", []int{404}},
+			{"GET", "/console/approvals/" + id + "?decision=approve", "", []int{303}}, // to sign-in
+		} {
+			if got := send(tc.method, tc.path, key, tc.body); got != tc.want[0] {
+				t.Errorf("%s %s with a %s key: %d, want %d", tc.method, tc.path, key[:14], got, tc.want[0])
+			}
+		}
+	}
+	if r := srv.Do(t, http.MethodGet, "/v1/spends/"+sp["id"].(string), agentKey, nil, nil); r.Body["status"] != "pending_approval" {
+		t.Fatalf("a key changed the spend to %v", r.Body["status"])
+	}
+}
+
+// linkFixture is a pending approval and a link minted for it.
+type linkFixture struct {
+	srv      *guardtest.Server
+	owner    owner
+	agentKey string
+	spendID  string
+	id       string
+	token    string
+	claims   approvallink.Claims
+}
+
+func newLinkFixture(t *testing.T, opts ...guardtest.Option) linkFixture {
+	srv := guardtest.Start(t, opts...)
+	o := newOwner(t, srv)
+	_, agentKey := srv.NewAgent(t, o.testKey, approvalPolicy)
+	sp := spend(t, srv, agentKey, "2.00", "link-"+t.Name())
+	apr := approvalOf(t, sp)
+	exp, err := time.Parse(time.RFC3339Nano, apr["expires_at"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, claims, err := srv.Service().Links().Mint(approvallink.Claims{ApprovalID: apr["id"].(string),
+		ItemsHash: apr["items_hash"].(string), Channel: "chat", ChannelID: "ntc_test", ExpiresAt: exp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return linkFixture{srv: srv, owner: o, agentKey: agentKey, spendID: sp["id"].(string), id: apr["id"].(string), token: token, claims: claims}
+}
+
+func (f linkFixture) path() string { return "/console/approvals/" + f.id }
+
+func (f linkFixture) status(t *testing.T) any {
+	return f.srv.Do(t, http.MethodGet, "/v1/spends/"+f.spendID, f.agentKey, nil, nil).Body["status"]
+}
+
+func TestSignedLinkDecidesOnce(t *testing.T) {
+	f := newLinkFixture(t)
+	c := newClient(t, f.srv)
+	p := c.get(f.path() + "?link=" + url.QueryEscape(f.token))
+	if p.status != http.StatusOK || !strings.Contains(p.body, "Approve and pay 2.00 usdc") || !strings.Contains(p.body, "PRACTICE") {
+		t.Fatalf("link page: %d\n%s", p.status, p.body)
+	}
+	token := csrf(t, p)
+	decide := func(cl *client, form url.Values, origin string) page {
+		return cl.post(f.path()+"/decide", form, origin)
+	}
+	// Refused: no token, a token from another browser (no cookie), another origin.
+	for name, tc := range map[string]struct {
+		cl     *client
+		form   url.Values
+		origin string
+	}{
+		"no token":      {c, url.Values{"decision": {"approve"}, "link": {f.token}}, ""},
+		"other browser": {newClient(t, f.srv), url.Values{"decision": {"approve"}, "link": {f.token}, "csrf": {token}}, ""},
+		"other origin":  {c, url.Values{"decision": {"approve"}, "link": {f.token}, "csrf": {token}}, "https://evil.example"},
+	} {
+		if got := decide(tc.cl, tc.form, tc.origin); got.status != http.StatusForbidden {
+			t.Errorf("%s: %d", name, got.status)
+		}
+	}
+	if st := f.status(t); st != "pending_approval" {
+		t.Fatalf("refused posts changed the spend to %v", st)
+	}
+	if got := decide(c, url.Values{"decision": {"approve"}, "link": {f.token}, "csrf": {token}}, ""); got.status != http.StatusOK ||
+		!strings.Contains(got.body, "Approved") {
+		t.Fatalf("approve by link: %d\n%s", got.status, got.body)
+	}
+	// The decision records the link's channel and id.
+	ev := f.srv.Do(t, http.MethodGet, "/v1/events?type=approval.decided", f.owner.testKey, nil, nil)
+	obj := ev.Body["data"].([]any)[0].(map[string]any)["data"].(map[string]any)["object"].(map[string]any)
+	if obj["channel"] != "chat" || obj["reference"] != f.claims.LinkID {
+		t.Fatalf("decision recorded as %v / %v, want chat / %s", obj["channel"], obj["reference"], f.claims.LinkID)
+	}
+	// Reused: opened again or posted again, refused with a clear message.
+	if p := c.get(f.path() + "?link=" + url.QueryEscape(f.token)); p.status != http.StatusConflict || !strings.Contains(p.body, "already approved") {
+		t.Fatalf("reopened link: %d\n%s", p.status, p.body)
+	}
+	if p := decide(c, url.Values{"decision": {"reject"}, "link": {f.token}, "csrf": {token}}, ""); p.status != http.StatusConflict {
+		t.Fatalf("reposted link: %d", p.status)
+	}
+}
+
+func TestBadLinksAreRefused(t *testing.T) {
+	clock := guardtest.NewFakeClock(epoch)
+	f := newLinkFixture(t, guardtest.WithClock(clock))
+	other, err := approvallink.New(make([]byte, approvallink.KeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, _, _ := other.Mint(f.claims)
+	moved := f.claims
+	moved.ApprovalID = "apr_00000000000000000000000000000000"
+	elsewhere, _, _ := f.srv.Service().Links().Mint(moved)
+	changed := f.claims
+	changed.ItemsHash = "sha256:0000"
+	changedTok, _, _ := f.srv.Service().Links().Mint(changed)
+	c := newClient(t, f.srv)
+	for _, tc := range []struct {
+		name, token string
+		status      int
+		says        string
+	}{
+		{"another key", foreign, 403, "not issued by this service"},
+		{"damaged", f.token[:20], 400, "incomplete or damaged"},
+		{"tampered", f.token[:len(f.token)-3] + "AAA", 403, "not issued by this service"},
+		{"another approval", elsewhere, 403, "another approval"},
+		{"another purchase", changedTok, 409, "purchase changed"},
+	} {
+		p := c.get(f.path() + "?link=" + url.QueryEscape(tc.token))
+		if p.status != tc.status || !strings.Contains(p.body, tc.says) {
+			t.Errorf("%s: %d, want %d saying %q\n%s", tc.name, p.status, tc.status, tc.says, p.body)
+		}
+		q := c.post(f.path()+"/decide", url.Values{"decision": {"approve"}, "link": {tc.token}, "csrf": {"x"}}, "")
+		if q.status != tc.status {
+			t.Errorf("%s: decide answered %d, want %d", tc.name, q.status, tc.status)
+		}
+	}
+	// Expired: the approval's lifetime passed.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := clock.WaitForTimers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(16 * time.Minute)
+	if err := f.srv.System().Quiesce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := c.get(f.path() + "?link=" + url.QueryEscape(f.token))
+	if p.status != http.StatusGone || !strings.Contains(p.body, "expired") {
+		t.Fatalf("expired link: %d\n%s", p.status, p.body)
+	}
+	if st := f.status(t); st != "expired" {
+		t.Fatalf("spend is %v, want expired", st)
+	}
+}

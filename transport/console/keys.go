@@ -1,0 +1,119 @@
+package console
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/agentpay/guard/actors"
+	"github.com/agentpay/guard/transport/ratelimit"
+)
+
+type keyRow struct {
+	actors.KeyView
+	AgentName string
+	State     string // active, rotated (in grace), revoked, expired
+}
+
+type keysData struct {
+	Keys   []keyRow
+	Agents []actors.Agent
+	Done   string
+}
+
+func (c *Console) keyList(r *request) error {
+	keys, err := c.sys.ListKeys(r.who)
+	if err != nil {
+		return fromActors(err, "Keys could not be listed")
+	}
+	byID, agents, err := c.agentsOf(r.who)
+	if err != nil {
+		return fromActors(err, "Keys could not be listed")
+	}
+	now := c.sys.EnvNow(r.who)
+	d := keysData{Done: doneText(query(r, "done"))}
+	for _, ag := range agents {
+		if ag.Status != actors.AgentArchived {
+			d.Agents = append(d.Agents, ag)
+		}
+	}
+	for _, k := range keys {
+		row := keyRow{KeyView: k, State: "active"}
+		if k.AgentID != nil {
+			row.AgentName = byID[*k.AgentID].Name
+		}
+		switch {
+		case k.RevokedAt != nil && !k.RevokedAt.After(now):
+			row.State = "revoked"
+		case !now.Before(k.ExpiresAt):
+			row.State = "expired"
+		case k.GracePeriodEndsAt != nil:
+			row.State = "rotated, works until " + k.GracePeriodEndsAt.UTC().Format("2006-01-02 15:04 UTC")
+		}
+		d.Keys = append(d.Keys, row)
+	}
+	return c.ok(r, "keys", "Keys", d)
+}
+
+type secretData struct {
+	Key     actors.CreatedKey
+	Rotated string // id of the key this one replaces
+}
+
+// keyCreate makes an agent key and shows its secret, once.
+func (c *Console) keyCreate(r *request) error {
+	if err := c.limit(r, ratelimit.KeyChanges, r.who.OwnerID); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	k, err := c.sys.CreateAgentKey(ctx, r.who, form(r, "agent_id"))
+	if err != nil {
+		return fromActors(err, "No key was created")
+	}
+	return c.ok(r, "secret", "New key", secretData{Key: k})
+}
+
+// keyRotate replaces a key, keeping the old one working for the grace
+// period, and shows the new secret once.
+func (c *Console) keyRotate(r *request) error {
+	hours, err := strconv.Atoi(form(r, "grace_period_hours"))
+	if err != nil || hours < 0 || hours > 168 {
+		return &pageError{status: 400, title: "No key was rotated",
+			message: "The grace period must be a whole number of hours from 0 to 168."}
+	}
+	if err := c.limit(r, ratelimit.KeyChanges, r.who.OwnerID); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	id := param(r, "id")
+	k, err := c.sys.RotateKey(ctx, r.who, id, hours)
+	if err != nil {
+		return fromActors(err, "No key was rotated")
+	}
+	return c.ok(r, "secret", "Rotated key", secretData{Key: k, Rotated: id})
+}
+
+func (c *Console) keyRevokeConfirm(r *request) error {
+	id := param(r, "id")
+	keys, err := c.sys.ListKeys(r.who)
+	if err != nil {
+		return fromActors(err, "Keys could not be listed")
+	}
+	for _, k := range keys {
+		if k.ID == id {
+			return c.ok(r, "revoke", "Revoke key", k)
+		}
+	}
+	return &pageError{status: 404, title: "Key not found", message: "There is no such key in this environment."}
+}
+
+func (c *Console) keyRevoke(r *request) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.sys.RevokeKey(ctx, r.who, param(r, "id")); err != nil {
+		return fromActors(err, "The key was not revoked")
+	}
+	return redirect(c.base + "/keys?done=revoke")
+}

@@ -1,0 +1,299 @@
+package console_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentpay/guard/cmd/wire"
+	"github.com/agentpay/guard/internal/guardtest"
+)
+
+func TestSignInSetsAStrictSessionCookie(t *testing.T) {
+	srv := guardtest.Start(t)
+	o := newOwner(t, srv)
+	c := newClient(t, srv)
+	if p := c.get("/console/approvals"); p.status != http.StatusSeeOther || !strings.HasPrefix(p.location(), "/console/signin?next=") {
+		t.Fatalf("signed out, the inbox answered %d to %q", p.status, p.location())
+	}
+	p := c.signIn(o.email, password)
+	if p.status != http.StatusSeeOther {
+		t.Fatalf("sign-in: %d\n%s", p.status, p.body)
+	}
+	var cookie string
+	for _, sc := range p.header.Values("Set-Cookie") {
+		if strings.HasPrefix(sc, "guard_session=") {
+			cookie = sc
+		}
+	}
+	for _, want := range []string{"HttpOnly", "SameSite=Strict", "path=/console"} {
+		if !strings.Contains(cookie, want) {
+			t.Errorf("session cookie %q lacks %s", cookie, want)
+		}
+	}
+	inbox := c.get("/console/approvals")
+	if inbox.status != http.StatusOK || !strings.Contains(inbox.body, "PRACTICE") || !strings.Contains(inbox.body, o.email) {
+		t.Fatalf("inbox: %d\n%s", inbox.status, inbox.body)
+	}
+	h := inbox.header
+	for name, want := range map[string]string{
+		"Content-Security-Policy": "default-src 'none'", "X-Frame-Options": "DENY", "Cache-Control": "no-store",
+		"Referrer-Policy": "same-origin", "X-Content-Type-Options": "nosniff",
+	} {
+		if !strings.Contains(h.Get(name), want) {
+			t.Errorf("%s = %q, want %q in it", name, h.Get(name), want)
+		}
+	}
+	if csp := h.Get("Content-Security-Policy"); strings.Contains(csp, "script-src") || !strings.Contains(csp, "frame-ancestors 'none'") {
+		t.Errorf("CSP %q must allow no script and no framing", csp)
+	}
+}
+
+func TestSignInFailuresLookAlike(t *testing.T) {
+	srv := guardtest.Start(t)
+	o := newOwner(t, srv)
+	cases := []struct{ name, email, pw string }{
+		{"wrong password", o.email, "not the password at all"},
+		{"unknown e-mail", "nobody@guardtest.invalid", password},
+		{"empty password", o.email, ""},
+		{"e-mail in other case, wrong password", strings.ToUpper(o.email), "nope nope nope"},
+	}
+	var first string
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClient(t, srv)
+			p := c.signIn(tc.email, tc.pw)
+			if p.status != http.StatusUnauthorized || !strings.Contains(p.body, "The e-mail or password is not right") {
+				t.Fatalf("answered %d:\n%s", p.status, p.body)
+			}
+			if strings.Contains(p.body, "guard_session") || len(p.header.Values("Set-Cookie")) != 1 {
+				t.Fatalf("a failed sign-in set cookies %v", p.header.Values("Set-Cookie"))
+			}
+			msg := p.body[strings.Index(p.body, `role="alert"`):]
+			msg = msg[:strings.Index(msg, "</p>")]
+			if first == "" {
+				first = msg
+			} else if msg != first {
+				t.Fatalf("message %q differs from %q", msg, first)
+			}
+		})
+	}
+	// Upper case e-mail with the right password signs in.
+	if p := newClient(t, srv).signIn(strings.ToUpper(o.email), password); p.status != http.StatusSeeOther {
+		t.Fatalf("upper-case e-mail: %d", p.status)
+	}
+}
+
+func TestSignInNeedsItsFormToken(t *testing.T) {
+	srv := guardtest.Start(t)
+	o := newOwner(t, srv)
+	c := newClient(t, srv)
+	form := c.get("/console/signin")
+	token := csrf(t, form)
+	for name, tc := range map[string]struct {
+		form   url.Values
+		origin string
+	}{
+		"no token":     {url.Values{"email": {o.email}, "password": {password}}, ""},
+		"wrong token":  {url.Values{"csrf": {token + "x"}, "email": {o.email}, "password": {password}}, ""},
+		"other origin": {url.Values{"csrf": {token}, "email": {o.email}, "password": {password}}, "https://evil.example"},
+	} {
+		if p := c.post("/console/signin", tc.form, tc.origin); p.status != http.StatusForbidden {
+			t.Errorf("%s: answered %d", name, p.status)
+		}
+	}
+	// Without the nonce cookie the form's token is worth nothing.
+	fresh := newClient(t, srv)
+	if p := fresh.post("/console/signin", url.Values{"csrf": {token}, "email": {o.email}, "password": {password}}, ""); p.status != http.StatusForbidden {
+		t.Fatalf("token without its cookie: %d", p.status)
+	}
+	if p := c.post("/console/signin", url.Values{"csrf": {token}, "email": {o.email}, "password": {password}}, ""); p.status != http.StatusSeeOther {
+		t.Fatalf("the right token: %d", p.status)
+	}
+}
+
+func TestSignInIsRateLimited(t *testing.T) {
+	srv := guardtest.Start(t, guardtest.WithConfig(func(c *wire.Config) { c.RateLimitScale = 1 }))
+	o := newOwner(t, srv)
+	c := newClient(t, srv)
+	// 10 per 15 minutes plus a burst of 5, per IP and per e-mail.
+	for i := range 15 {
+		if p := c.signIn(o.email, "wrong password here"); p.status != http.StatusUnauthorized {
+			t.Fatalf("attempt %d: %d", i+1, p.status)
+		}
+	}
+	p := c.signIn(o.email, password)
+	if p.status != http.StatusTooManyRequests || p.header.Get("Retry-After") == "" {
+		t.Fatalf("attempt 16 (right password): %d, Retry-After %q", p.status, p.header.Get("Retry-After"))
+	}
+}
+
+func TestSessionTimeouts(t *testing.T) {
+	clock := guardtest.NewFakeClock(epoch)
+	srv := guardtest.Start(t, guardtest.WithClock(clock))
+	o := newOwner(t, srv)
+
+	t.Run("idle", func(t *testing.T) {
+		c := newClient(t, srv)
+		c.mustSignIn(o)
+		// Activity keeps the session: 29 minutes apart, three times.
+		for range 3 {
+			clock.Advance(29 * time.Minute)
+			if p := c.get("/console/approvals"); p.status != http.StatusOK {
+				t.Fatalf("after 29 idle minutes: %d", p.status)
+			}
+		}
+		clock.Advance(30 * time.Minute)
+		p := c.get("/console/approvals")
+		if p.status != http.StatusSeeOther || !strings.HasPrefix(p.location(), "/console/signin") {
+			t.Fatalf("after 30 idle minutes: %d %q", p.status, p.location())
+		}
+		if s := c.get(p.location()); !strings.Contains(s.body, "without activity") {
+			t.Fatalf("the sign-in page does not say why:\n%s", s.body)
+		}
+	})
+	t.Run("absolute", func(t *testing.T) {
+		c := newClient(t, srv)
+		c.mustSignIn(o)
+		for i := 0; ; i++ {
+			clock.Advance(20 * time.Minute)
+			p := c.get("/console/approvals")
+			if p.status == http.StatusOK {
+				if i > 36 {
+					t.Fatalf("still signed in after %d minutes", (i+1)*20)
+				}
+				continue
+			}
+			if (i+1)*20 != 12*60 {
+				t.Fatalf("signed out after %d minutes, want 720", (i+1)*20)
+			}
+			break
+		}
+	})
+}
+
+func TestSignOutEndsTheSession(t *testing.T) {
+	srv := guardtest.Start(t)
+	o := newOwner(t, srv)
+	c := newClient(t, srv)
+	token := c.mustSignIn(o)
+	stolen := c.jar.Cookies(mustURL(t, srv.URL+"/console/"))
+	if p := c.post("/console/signout", url.Values{"csrf": {token}}, ""); p.status != http.StatusSeeOther {
+		t.Fatalf("sign-out: %d", p.status)
+	}
+	if p := c.get("/console/approvals"); p.status != http.StatusSeeOther {
+		t.Fatalf("after sign-out the inbox answered %d", p.status)
+	}
+	// The old cookie, kept by someone, opens nothing either.
+	other := newClient(t, srv)
+	other.jar.SetCookies(mustURL(t, srv.URL+"/console/"), stolen)
+	if p := other.get("/console/approvals"); p.status != http.StatusSeeOther {
+		t.Fatalf("the signed-out cookie answered %d", p.status)
+	}
+}
+
+func TestSessionsSurviveARestart(t *testing.T) {
+	dir := t.TempDir()
+	first := guardtest.Start(t, guardtest.WithConfig(func(c *wire.Config) { c.Data = dir }))
+	o := newOwner(t, first)
+	c := newClient(t, first)
+	c.mustSignIn(o)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	c.http.CloseIdleConnections()
+	if err := first.Service().Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second := guardtest.Start(t, guardtest.WithConfig(func(c *wire.Config) { c.Data = dir }))
+	c.base = second.URL // cookies are per host, not per port
+	if p := c.get("/console/approvals"); p.status != http.StatusOK {
+		t.Fatalf("after a restart the session answered %d", p.status)
+	}
+}
+
+func TestStateChangesNeedTokenAndOrigin(t *testing.T) {
+	srv := guardtest.Start(t)
+	o := newOwner(t, srv)
+	agentID, _ := srv.NewAgent(t, o.testKey, "")
+	c := newClient(t, srv)
+	token := c.mustSignIn(o)
+	path := "/console/agents/" + agentID + "/pause"
+	for name, tc := range map[string]struct {
+		form   url.Values
+		origin string
+	}{
+		"no token":       {url.Values{}, ""},
+		"wrong token":    {url.Values{"csrf": {token[:len(token)-1]}}, ""},
+		"other origin":   {url.Values{"csrf": {token}}, "https://evil.example"},
+		"opaque origin":  {url.Values{"csrf": {token}}, "null"},
+		"token in query": {nil, ""},
+	} {
+		p := path
+		if tc.form == nil {
+			p += "?csrf=" + url.QueryEscape(token)
+		}
+		if got := c.post(p, tc.form, tc.origin); got.status != http.StatusForbidden {
+			t.Errorf("%s: answered %d", name, got.status)
+		}
+	}
+	if r := srv.Do(t, http.MethodGet, "/v1/agents/"+agentID, o.testKey, nil, nil); r.Body["status"] != "active" {
+		t.Fatalf("a refused request paused the agent")
+	}
+	// Signed out, the same request is refused as well.
+	if p := newClient(t, srv).post(path, url.Values{"csrf": {token}}, ""); p.status != http.StatusForbidden {
+		t.Fatalf("without a session: %d", p.status)
+	}
+	if p := c.post(path, url.Values{"csrf": {token}}, ""); p.status != http.StatusSeeOther {
+		t.Fatalf("with token and origin: %d\n%s", p.status, p.body)
+	}
+	if r := srv.Do(t, http.MethodGet, "/v1/agents/"+agentID, o.testKey, nil, nil); r.Body["status"] != "paused" {
+		t.Fatalf("the agent is %v, want paused", r.Body["status"])
+	}
+}
+
+func TestPracticeAndLiveLookDifferent(t *testing.T) {
+	srv := guardtest.Start(t)
+	o := newOwner(t, srv)
+	c := newClient(t, srv)
+	token := c.mustSignIn(o)
+	if p := c.get("/console/keys"); !strings.Contains(p.body, `<p class="envband"><strong>PRACTICE</strong>`) || !strings.Contains(p.body, "env-test") {
+		t.Fatalf("practice page has no practice band:\n%s", p.body)
+	}
+	if p := c.post("/console/env", url.Values{"csrf": {token}, "env": {"live"}}, ""); p.status != http.StatusSeeOther {
+		t.Fatalf("switching to live: %d", p.status)
+	}
+	p := c.get("/console/keys")
+	if !strings.Contains(p.body, `<p class="envband"><strong>LIVE</strong>`) || strings.Contains(p.body, "PRACTICE") || !strings.Contains(p.body, "env-live") {
+		t.Fatalf("live page:\n%s", p.body)
+	}
+	if !strings.Contains(p.body, "svc_live_owner") || strings.Contains(p.body, "svc_test_owner") {
+		t.Fatalf("the live keys page lists practice keys:\n%s", p.body)
+	}
+}
+
+func TestUnknownConsolePathIsAnHTMLPage(t *testing.T) {
+	srv := guardtest.Start(t)
+	c := newClient(t, srv)
+	p := c.get("/console/nothing/here")
+	if p.status != http.StatusNotFound || !strings.HasPrefix(p.header.Get("Content-Type"), "text/html") {
+		t.Fatalf("console 404: %d %s", p.status, p.header.Get("Content-Type"))
+	}
+	p = c.get("/v1/nothing")
+	if p.status != http.StatusNotFound || !strings.HasPrefix(p.header.Get("Content-Type"), "application/json") {
+		t.Fatalf("API 404: %d %s", p.status, p.header.Get("Content-Type"))
+	}
+	if p := c.get("/console/static/console.css"); p.status != http.StatusOK || !strings.Contains(p.body, ".envband") {
+		t.Fatalf("stylesheet: %d", p.status)
+	}
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
