@@ -5,16 +5,31 @@ import (
 	"crypto/rand"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentpay/guard/persistence"
 	"github.com/agentpay/guard/policy"
 )
 
-// Quotas per owner (spec 8.3).
+// Quotas per owner (spec 8.3). Each environment of an owner keeps at most
+// MaxArchivedAgents archived agents (a practice reset empties its count).
 const (
 	MaxActiveAgentsPractice = 5
 	MaxActiveAgentsLive     = 10
+	MaxArchivedAgents       = 20
+	MaxAgentNameLength      = 100
 )
+
+// agentName checks an agent's name as create and rename take it: trimmed,
+// 1 to MaxAgentNameLength characters.
+func agentName(name string) (string, *Error) {
+	name = strings.TrimSpace(name)
+	if name == "" || utf8.RuneCountInString(name) > MaxAgentNameLength {
+		return "", &Error{Code: CodeParameterInvalid, Param: "name",
+			Message: fmt.Sprintf("name must be 1 to %d characters (not only spaces).", MaxAgentNameLength)}
+	}
+	return name, nil
+}
 
 // OwnerCreated is the answer of CreateOwner: the owner and one owner key
 // per environment, whose secrets are shown only here.
@@ -79,9 +94,9 @@ func (s *System) CreateAgent(ctx context.Context, p Principal, name string, in *
 	if p.Kind != KindOwner {
 		return Agent{}, policy.Policy{}, errorf(CodeInvalidRequest, "Only an owner key can create agents.")
 	}
-	name = strings.TrimSpace(name)
-	if name == "" || len(name) > 100 {
-		return Agent{}, policy.Policy{}, &Error{Code: CodeParameterInvalid, Param: "name", Message: "name must be 1 to 100 characters."}
+	name, nerr := agentName(name)
+	if nerr != nil {
+		return Agent{}, policy.Policy{}, nerr
 	}
 	rules := policy.DefaultRules()
 	if in != nil {
@@ -126,6 +141,12 @@ func (s *System) CreateAgent(ctx context.Context, p Principal, name string, in *
 
 // CreateAgentKey creates a key for one of the owner's agents.
 func (s *System) CreateAgentKey(ctx context.Context, p Principal, agentID string) (CreatedKey, error) {
+	// Held until durable like the other key changes: the quota check and
+	// its commit must not interleave, and a practice reset (which takes
+	// this lock too) must not remove the agent between the check that it
+	// exists and the new key's record.
+	s.keyChangeMu.Lock()
+	defer s.keyChangeMu.Unlock()
 	ag, err := s.Agent(p, agentID)
 	if err != nil {
 		return CreatedKey{}, err

@@ -15,17 +15,20 @@ const (
 	ActionPause   = "pause"
 	ActionResume  = "resume"
 	ActionArchive = "archive"
+	ActionRename  = "rename"
 )
 
 type agentAction struct {
 	action string
+	name   string      // rename: the new name, already checked
+	pause  *AgentPause // pause: how (nil is a plain pause)
 	reply  chan agentActionReply
 }
 
 type agentActionReply struct {
 	agent   Agent
-	ticket  *persistence.Ticket
-	revoked []string // digests of keys revoked with the agent
+	ticket  *persistence.Ticket // nil when nothing changed
+	revoked []string            // digests of keys revoked with the agent
 	err     *Error
 }
 
@@ -33,25 +36,45 @@ type agentActionReply struct {
 // change runs in the agent's actor, so it is ordered with the agent's
 // spends: a spend decided after the pause is declined agent_paused.
 func (s *System) ChangeAgent(ctx context.Context, p Principal, agentID, action string) (Agent, error) {
-	if _, err := s.Agent(p, agentID); err != nil {
-		return Agent{}, err
+	ag, _, err := s.changeAgent(ctx, p, agentID, &agentAction{action: action})
+	return ag, err
+}
+
+// RenameAgent gives one of the owner's agents a new name (1 to 100
+// characters, trimmed). Renaming to the current name changes nothing; an
+// archived agent cannot be renamed. No event is emitted: spec 6.2 has no
+// type for it, and the agent.* types are fixed.
+func (s *System) RenameAgent(ctx context.Context, p Principal, agentID, name string) (Agent, error) {
+	name, nerr := agentName(name)
+	if nerr != nil {
+		return Agent{}, nerr
 	}
-	r, err := ask(ctx, s, agentID, func(reply chan agentActionReply) any { return &agentAction{action: action, reply: reply} })
+	ag, _, err := s.changeAgent(ctx, p, agentID, &agentAction{action: ActionRename, name: name})
+	return ag, err
+}
+
+// changeAgent sends m to the agent's actor and waits until its change is
+// durable; changed is false when the agent already was as asked.
+func (s *System) changeAgent(ctx context.Context, p Principal, agentID string, m *agentAction) (ag Agent, changed bool, err error) {
+	if _, err := s.Agent(p, agentID); err != nil {
+		return Agent{}, false, err
+	}
+	r, err := ask(ctx, s, agentID, func(reply chan agentActionReply) any { m.reply = reply; return m })
 	if err != nil {
-		return Agent{}, err
+		return Agent{}, false, err
 	}
 	if r.err != nil {
-		return Agent{}, r.err
+		return Agent{}, false, r.err
 	}
 	if r.ticket != nil {
 		if err := r.ticket.Wait(ctx); err != nil {
-			return Agent{}, ErrUnavailable
+			return Agent{}, false, ErrUnavailable
 		}
 	}
 	for _, d := range r.revoked {
 		s.forgetKey(d)
 	}
-	return r.agent, nil
+	return r.agent, r.ticket != nil, nil
 }
 
 // changeAgent runs in the agent actor.
@@ -69,13 +92,23 @@ func (a *agentActor) changeAgent(m *agentAction) {
 			m.reply <- agentActionReply{agent: ag} // already paused: same state
 			return
 		}
-		ag.Status, ag.PausedAt, typ = AgentPaused, &now, "agent.paused"
+		how := m.pause
+		if how == nil {
+			how = &AgentPause{}
+		}
+		ag.Status, ag.PausedAt, ag.PauseDetail, typ = AgentPaused, &now, how, "agent.paused"
 	case ActionResume:
 		if ag.Status == AgentActive {
 			m.reply <- agentActionReply{agent: ag}
 			return
 		}
-		ag.Status, ag.PausedAt, typ = AgentActive, nil, "agent.resumed"
+		ag.Status, ag.PausedAt, ag.PauseDetail, typ = AgentActive, nil, nil, "agent.resumed"
+	case ActionRename:
+		if ag.Name == m.name {
+			m.reply <- agentActionReply{agent: ag}
+			return
+		}
+		ag.Name = m.name // no event: spec 6.2 has no type for a rename
 	case ActionArchive:
 		for _, sp := range a.active {
 			if sp.Status != policy.StatusPendingApproval {
@@ -84,7 +117,7 @@ func (a *agentActor) changeAgent(m *agentAction) {
 				return
 			}
 		}
-		ag.Status, ag.ArchivedAt, typ = AgentArchived, &now, "agent.archived"
+		ag.Status, ag.ArchivedAt, ag.PauseDetail, typ = AgentArchived, &now, nil, "agent.archived"
 	default:
 		m.reply <- agentActionReply{err: errorf(CodeInvalidRequest, "Unknown agent action %q.", m.action)}
 		return
@@ -93,15 +126,33 @@ func (a *agentActor) changeAgent(m *agentAction) {
 	c := &change{}
 	var revoked []string
 	a.env.mu.Lock()
+	// The archived quota is checked under the environment's lock, which
+	// orders every archive of the environment: two agents archived at
+	// once cannot both take the last place.
+	if m.action == ActionArchive && a.env.state.ArchivedAgents >= MaxArchivedAgents {
+		a.env.mu.Unlock()
+		msg := fmt.Sprintf("This environment already keeps %d archived agents, the most allowed; pause the agent instead (a paused agent cannot spend).", MaxArchivedAgents)
+		if !a.agent.Livemode {
+			msg += " A practice reset (POST /v1/test/reset) removes every practice agent."
+		}
+		m.reply <- agentActionReply{err: &Error{Code: CodeQuotaExceeded, Message: msg}}
+		return
+	}
 	switch m.action {
 	case ActionPause:
 		// Payments waiting for the owner stay waiting, marked with the
 		// pause; an approval given during the pause is not paid until the
 		// agent resumes (the rules decline paused agents).
+		detail := policy.PauseDetail{Scope: "agent", PausedAt: now,
+			Message: "The owner paused this agent while the payment waited for approval."}
+		if ag.PauseDetail.Emergency {
+			detail.Scope = "owner"
+			detail.Message = "The owner paused every agent (an emergency pause) while the payment waited for approval."
+		}
 		for _, sp := range a.active {
 			if sp.Status == policy.StatusPendingApproval {
-				sp.PauseDetail = &policy.PauseDetail{Scope: "agent", PausedAt: now,
-					Message: "The owner paused this agent while the payment waited for approval."}
+				d := detail
+				sp.PauseDetail = &d
 				sp.UpdatedAt = now
 				c.putRaw(bSpends, []byte(sp.ID), mustJSON(sp))
 				c.spends = append(c.spends, sp.ID)
@@ -122,6 +173,7 @@ func (a *agentActor) changeAgent(m *agentAction) {
 		}
 		c.put(bLedgers, []byte(a.id), a.ledger.Counters())
 		a.env.state.ActiveAgents--
+		a.env.state.ArchivedAgents++
 		c.putRaw(bOwnerAgents, join(ag.OwnerID, string(EnvOf(ag.Livemode)), ag.ID), []byte(AgentArchived))
 		for _, k := range a.sys.agentKeys(a.id) {
 			if k.RevokedAt == nil {
@@ -137,7 +189,9 @@ func (a *agentActor) changeAgent(m *agentAction) {
 	if m.action == ActionArchive {
 		audience = audienceOwner
 	}
-	c.event(a.env, a.id, typ, ag, audience, now)
+	if typ != "" {
+		c.event(a.env, a.id, typ, ag, audience, now)
+	}
 	t := a.sys.commit(a.gen, a.env, c)
 	a.env.mu.Unlock()
 	if m.action == ActionArchive {

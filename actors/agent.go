@@ -40,6 +40,11 @@ type agentActor struct {
 	// lastTicket is the newest change this actor appended.
 	lastTicket *persistence.Ticket
 	received   uint64
+	// fenced is set while a practice reset removes the agent: every
+	// change is refused (see admin_reset.go); drained tells the reset when
+	// the payments in flight at the fence have ended.
+	fenced  bool
+	drained chan *Error
 }
 
 type recentKey struct {
@@ -92,6 +97,9 @@ type (
 )
 
 func (a *agentActor) Receive(ctx actor.Context) {
+	if a.resetReceive(ctx) {
+		return
+	}
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		a.gen = a.sys.store.Gen()

@@ -22,8 +22,15 @@ type envLedger struct {
 	mu    sync.Mutex
 	key   []byte
 	state EnvState
-	// offset mirrors state.ClockOffset (practice clock) for lock-free reads.
-	offset atomic.Int64
+	// offset mirrors state.ClockOffset (practice clock) and eventFloor
+	// state.EventFloor (practice reset) for lock-free reads.
+	offset     atomic.Int64
+	eventFloor atomic.Uint64
+	// commits counts the records appended for this environment (under mu),
+	// so a practice reset can tell that nothing changed while it read the
+	// store; resetMu runs one reset of the environment at a time.
+	commits uint64
+	resetMu sync.Mutex
 }
 
 func (s *System) env(ownerID string, env Env) (*envLedger, error) {
@@ -47,6 +54,7 @@ func (s *System) env(ownerID string, env Env) (*envLedger, error) {
 		return nil, errorf(CodeNotFound, "The owner environment %s/%s does not exist.", ownerID, env)
 	}
 	e.offset.Store(int64(e.state.ClockOffset))
+	e.eventFloor.Store(e.state.EventFloor)
 	s.envs.Store(k, e)
 	return e, nil
 }
@@ -97,6 +105,7 @@ func (c *change) event(e *envLedger, agentID, typ string, obj any, audience []st
 func (s *System) commit(gen uint64, e *envLedger, c *change) *persistence.Ticket {
 	if e != nil {
 		c.put(bEnvs, e.key, e.state)
+		e.commits++
 	}
 	t := s.store.Append(gen, persistence.Record{Ops: c.ops})
 	if len(c.spends) > 0 || len(c.events) > 0 {

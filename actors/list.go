@@ -207,6 +207,12 @@ func cursorParam(q ListParams) string {
 func (s *System) ListEvents(p Principal, q ListParams) (Page, error) {
 	q.Limit = normalizeLimit(q.Limit)
 	floor := s.nowFor(p.OwnerID, p.Env()).Add(-EventRetention)
+	// Events at or below the floor of a practice reset belong to the
+	// removed environment: hidden from the moment the reset committed.
+	var seqFloor uint64
+	if e, err := s.env(p.OwnerID, p.Env()); err == nil {
+		seqFloor = e.eventFloor.Load()
+	}
 	if q.Created.Gte == nil || q.Created.Gte.Before(floor) {
 		q.Created.Gte = &floor // older history is clipped, not an error
 	}
@@ -238,6 +244,11 @@ func (s *System) ListEvents(p Principal, q ListParams) (Page, error) {
 	pg.load = func(_, v []byte) ([]byte, time.Time, bool, error) {
 		var ev StoredEvent
 		if json.Unmarshal(v, &ev) != nil {
+			return nil, time.Time{}, false, nil
+		}
+		if ev.Sequence <= seqFloor {
+			// Older than anything listed: a scan going back in time
+			// stops here (the zero time is before created[gte]).
 			return nil, time.Time{}, false, nil
 		}
 		ok := (agentID == "" || ev.AgentID == agentID) && matchType(q.Type, ev.Type)

@@ -55,6 +55,13 @@ type EnvState struct {
 	// ClockOffset is how far a practice environment's clock was advanced.
 	ClockOffset  time.Duration `json:"clock_offset,omitempty"`
 	ActiveAgents int           `json:"active_agents"`
+	// ArchivedAgents counts the environment's archived agents, for the
+	// quota of spec 8.3.
+	ArchivedAgents int `json:"archived_agents,omitempty"`
+	// EventFloor is the last sequence before the newest practice reset:
+	// events at or below it belong to the removed environment and are
+	// never listed (a reset hides them at once and removes them after).
+	EventFloor uint64 `json:"event_floor,omitempty"`
 	// LowBalanceThreshold is the pool_available below which the owner is
 	// warned with wallet.low_balance; zero warns never.
 	LowBalanceThreshold policy.Amount `json:"low_balance_threshold"`
@@ -83,6 +90,15 @@ type Agent struct {
 	CreatedAt     time.Time  `json:"created_at"`
 	PausedAt      *time.Time `json:"paused_at"`
 	ArchivedAt    *time.Time `json:"archived_at"`
+	// PauseDetail says how a paused agent was paused; null otherwise.
+	PauseDetail *AgentPause `json:"pause_detail"`
+}
+
+// AgentPause is how an agent was paused: by its own pause, or by the
+// owner's emergency pause of every agent, with the owner's reason.
+type AgentPause struct {
+	Emergency bool    `json:"emergency"`
+	Reason    *string `json:"reason"`
 }
 
 // Key kinds.

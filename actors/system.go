@@ -185,6 +185,10 @@ func New(cfg Config) (*System, error) {
 	s.pool = newWorkerPool(poolWorkers)
 	s.hub = newHub()
 	s.timers = newExpiryTimers(s)
+	if err := s.finishResets(); err != nil {
+		s.Close()
+		return nil, err
+	}
 	s.webhooks = newWebhooks(s)
 	if err := s.webhooks.start(); err != nil {
 		s.Close()

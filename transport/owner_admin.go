@@ -84,3 +84,57 @@ func (s *Server) cancelPolicyChange(c *call) *apiError {
 	writeJSON(c.ctx, 200, c.reqID, pc)
 	return nil
 }
+
+type renameBody struct {
+	Name *string `json:"name"`
+}
+
+// renameAgent answers POST /v1/agents/{id}: an update in the Stripe style,
+// whose only writable field is name.
+func (s *Server) renameAgent(c *call) *apiError {
+	id, _ := c.ctx.UserValue("id").(string)
+	if err := requireJSON(c); err != nil {
+		return err
+	}
+	var body renameBody
+	if err := decodeStrict(c.ctx.PostBody(), &body); err != nil {
+		return err
+	}
+	if body.Name == nil {
+		return badParam(codeParameterMissing, "name", "name is required: the agent's new label, 1 to 100 characters.")
+	}
+	ctx, cancel := requestContext(10 * time.Second)
+	defer cancel()
+	ag, err := s.sys.RenameAgent(ctx, c.who, id, *body.Name)
+	if err != nil {
+		return fromActors(err)
+	}
+	writeJSON(c.ctx, 200, c.reqID, ag)
+	return nil
+}
+
+type pauseAllBody struct {
+	Reason *string `json:"reason"`
+}
+
+// pauseAllAgents answers POST /v1/agents/pause_all, the emergency pause
+// of every agent of the key's environment. The body is optional.
+func (s *Server) pauseAllAgents(c *call) *apiError {
+	var body pauseAllBody
+	if len(c.ctx.PostBody()) > 0 {
+		if err := requireJSON(c); err != nil {
+			return err
+		}
+		if err := decodeStrict(c.ctx.PostBody(), &body); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := requestContext(20 * time.Second)
+	defer cancel()
+	out, err := s.sys.PauseAll(ctx, c.who, body.Reason)
+	if err != nil {
+		return fromActors(err)
+	}
+	writeJSON(c.ctx, 200, c.reqID, out)
+	return nil
+}

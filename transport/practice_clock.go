@@ -58,3 +58,22 @@ func (s *Server) advanceTestClock(c *call) *apiError {
 	writeJSON(c.ctx, 200, c.reqID, clk)
 	return nil
 }
+
+// resetPractice answers POST /v1/test/reset. It may sweep many records,
+// hence the longer wait.
+func (s *Server) resetPractice(c *call) *apiError {
+	if err := practiceOnly(c); err != nil {
+		return err
+	}
+	if err := optionalEmptyBody(c); err != nil {
+		return err
+	}
+	ctx, cancel := requestContext(50 * time.Second)
+	defer cancel()
+	out, err := s.sys.ResetPractice(ctx, c.who)
+	if err != nil {
+		return fromActors(err)
+	}
+	writeJSON(c.ctx, 200, c.reqID, out)
+	return nil
+}

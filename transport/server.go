@@ -139,6 +139,10 @@ func (s *Server) routes(r *router.Router) {
 	r.POST("/v1/agents", s.wrap(s.ownerOnly(s.createAgent, ratelimit.AdminWrites)))
 	r.GET("/v1/agents", s.wrap(s.ownerOnly(s.listAgents)))
 	r.GET("/v1/agents/{id}", s.wrap(s.ownerOnly(s.getAgent)))
+	r.POST("/v1/agents/{id}", s.wrap(s.ownerOnly(s.renameAgent, ratelimit.AdminWrites)))
+	// A static segment wins over {id} in this router, and agent ids never
+	// look like it (agt_ + hex).
+	r.POST("/v1/agents/pause_all", s.wrap(s.ownerOnly(s.pauseAllAgents, ratelimit.AdminWrites)))
 	r.POST("/v1/agents/{id}/pause", s.wrap(s.ownerOnly(s.agentAction(actors.ActionPause), ratelimit.AdminWrites)))
 	r.POST("/v1/agents/{id}/resume", s.wrap(s.ownerOnly(s.agentAction(actors.ActionResume), ratelimit.AdminWrites)))
 	r.POST("/v1/agents/{id}/archive", s.wrap(s.ownerOnly(s.agentAction(actors.ActionArchive), ratelimit.AdminWrites)))
@@ -156,6 +160,7 @@ func (s *Server) routes(r *router.Router) {
 	r.POST("/v1/test/deposits", s.wrap(s.ownerOnly(s.testDeposit, ratelimit.PracticeControl)))
 	r.GET("/v1/test/clock", s.wrap(s.ownerOnly(s.getTestClock, ratelimit.PracticeControl)))
 	r.POST("/v1/test/clock/advance", s.wrap(s.ownerOnly(s.advanceTestClock, ratelimit.PracticeControl)))
+	r.POST("/v1/test/reset", s.wrap(s.ownerOnly(s.resetPractice, ratelimit.PracticeControl)))
 	r.POST("/v1/policy_changes/{id}/cancel", s.wrap(s.ownerOnly(s.cancelPolicyChange, ratelimit.AdminWrites)))
 	s.webhookRoutes(r)
 	s.notificationRoutes(r)

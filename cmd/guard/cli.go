@@ -139,6 +139,17 @@ func (c *cli) printUsage(w io.Writer, fs *flag.FlagSet) {
 // -json" and "pause -json ID" both work) and wants exactly the named
 // positional arguments. It then resolves the server and the owner key.
 func (c *cli) parse(fs *flag.FlagSet, args []string, positional ...string) ([]string, error) {
+	pos, err := c.parseArgs(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	return pos, c.want(fs, pos, positional...)
+}
+
+// parseArgs reads flags and positional arguments in any order and returns
+// the positional ones, for a command whose arguments depend on its flags;
+// it must be followed by want.
+func (c *cli) parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -160,19 +171,25 @@ func (c *cli) parse(fs *flag.FlagSet, args []string, positional ...string) ([]st
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+	return pos, nil
+}
+
+// want checks that pos are exactly the named positional arguments, then
+// resolves the server and the owner key.
+func (c *cli) want(fs *flag.FlagSet, pos []string, positional ...string) error {
 	if len(pos) != len(positional) {
 		c.printUsage(c.stderr, fs)
 		if len(pos) < len(positional) {
-			return nil, fmt.Errorf("%s: missing %s", c.name, strings.Join(positional[len(pos):], " "))
+			return fmt.Errorf("%s: missing %s", c.name, strings.Join(positional[len(pos):], " "))
 		}
-		return nil, fmt.Errorf("%s: unexpected argument %q", c.name, pos[len(positional)])
+		return fmt.Errorf("%s: unexpected argument %q", c.name, pos[len(positional)])
 	}
 	for i, p := range pos {
 		if strings.TrimSpace(p) == "" {
-			return nil, fmt.Errorf("%s: %s must not be empty", c.name, positional[i])
+			return fmt.Errorf("%s: %s must not be empty", c.name, positional[i])
 		}
 	}
-	return pos, c.connect()
+	return c.connect()
 }
 
 // connect resolves the server address and the owner key from the flags,

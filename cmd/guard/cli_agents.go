@@ -19,9 +19,10 @@ var agentsGroup = cmdGroup{
 	name:    "agents",
 	summary: "Create, list and change the agents of the owner key's environment.",
 	cmds: []subcommand{
-		{"list", "", "list every agent, newest first", agentsList},
+		{"list", "[-limit N]", "list every agent, newest first (N per request, 1 to 50)", agentsList},
 		{"create", "-name NAME [-policy FILE.json]", "create an agent, with a policy body (default rules otherwise)", agentsCreate},
-		{"pause", "AGENT_ID", "pause an agent: its spends are declined until resumed", agentAction("pause")},
+		{"rename", "AGENT_ID NAME", "give an agent a new name", agentsRename},
+		{"pause", "AGENT_ID | -all [-reason TEXT]", "pause an agent, or every agent at once (emergency): spends are declined until resumed", agentsPause},
 		{"resume", "AGENT_ID", "resume a paused agent", agentAction("resume")},
 		{"archive", "AGENT_ID", "archive an agent for good (revokes its keys)", agentAction("archive")},
 	},
@@ -63,12 +64,16 @@ type listPage struct {
 
 func agentsList(c *cli, args []string) error {
 	fs := c.flags()
+	limit := fs.Int("limit", listPageSize, "agents per request, `N` from 1 to 50 (every page is followed)")
 	if _, err := c.parse(fs, args); err != nil {
 		return err
 	}
+	if *limit < 1 || *limit > listPageSize {
+		return fmt.Errorf("agents list: -limit must be from 1 to %d, not %d", listPageSize, *limit)
+	}
 	var first []byte
 	var all []json.RawMessage
-	q := url.Values{"limit": {strconv.Itoa(listPageSize)}}
+	q := url.Values{"limit": {strconv.Itoa(*limit)}}
 	for range maxListPages {
 		var page listPage
 		raw, err := c.getJSON("/v1/agents", q, &page)
@@ -186,15 +191,92 @@ func agentAction(action string) func(c *cli, args []string) error {
 		if err != nil {
 			return err
 		}
-		var a agentView
-		raw, err := c.postJSON("/v1/agents/"+pathID(pos[0])+"/"+action, nil, &a)
-		if err != nil {
-			return err
-		}
-		if c.jsonOut {
-			return c.printJSON(raw)
-		}
-		_, err = fmt.Fprintln(c.stdout, a.summary())
+		return c.changeAgent(pos[0], action)
+	}
+}
+
+func (c *cli) changeAgent(id, action string) error {
+	var a agentView
+	raw, err := c.postJSON("/v1/agents/"+pathID(id)+"/"+action, nil, &a)
+	if err != nil {
 		return err
 	}
+	if c.jsonOut {
+		return c.printJSON(raw)
+	}
+	_, err = fmt.Fprintln(c.stdout, a.summary())
+	return err
+}
+
+func agentsRename(c *cli, args []string) error {
+	fs := c.flags()
+	pos, err := c.parse(fs, args, "AGENT_ID", "NAME")
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(map[string]string{"name": pos[1]})
+	if err != nil {
+		return err
+	}
+	var a agentView
+	raw, err := c.postJSON("/v1/agents/"+pathID(pos[0]), b, &a)
+	if err != nil {
+		return err
+	}
+	if c.jsonOut {
+		return c.printJSON(raw)
+	}
+	_, err = fmt.Fprintln(c.stdout, "renamed "+a.summary())
+	return err
+}
+
+// agentsPause pauses one agent, or with -all every agent of the key's
+// environment (POST /v1/agents/pause_all).
+func agentsPause(c *cli, args []string) error {
+	fs := c.flags()
+	all := fs.Bool("all", false, "pause every agent of the environment at once (an emergency pause)")
+	reason := fs.String("reason", "", "with -all: why, `TEXT` shown on each paused agent")
+	pos, err := c.parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if !*all {
+		if *reason != "" {
+			c.printUsage(c.stderr, fs)
+			return fmt.Errorf("agents pause: -reason goes with -all")
+		}
+		if err := c.want(fs, pos, "AGENT_ID"); err != nil {
+			return err
+		}
+		return c.changeAgent(pos[0], "pause")
+	}
+	if err := c.want(fs, pos); err != nil {
+		return err
+	}
+	var body []byte
+	if *reason != "" {
+		if body, err = json.Marshal(map[string]string{"reason": *reason}); err != nil {
+			return err
+		}
+	}
+	var out struct {
+		Paused        []string `json:"paused"`
+		AlreadyPaused []string `json:"already_paused"`
+	}
+	raw, err := c.postJSON("/v1/agents/pause_all", body, &out)
+	if err != nil {
+		return err
+	}
+	if c.jsonOut {
+		return c.printJSON(raw)
+	}
+	if _, err := fmt.Fprintf(c.stdout, "paused %d agents; %d were paused already\n", len(out.Paused), len(out.AlreadyPaused)); err != nil {
+		return err
+	}
+	for _, id := range out.Paused {
+		if _, err := fmt.Fprintln(c.stdout, "paused "+id); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -9,9 +9,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -187,33 +190,76 @@ func TestCLIAgentsKeysPolicy(t *testing.T) {
 	}
 }
 
+// recordingProxy forwards to target and records the path and query of
+// every request, so a test can see how the command paged.
+func recordingProxy(t *testing.T, target string) (proxyURL string, requests func() []string) {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seen []string
+	rp := httputil.NewSingleHostReverseProxy(u)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Method+" "+r.URL.Path+"?"+r.URL.RawQuery)
+		mu.Unlock()
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		out := append([]string(nil), seen...)
+		seen = nil
+		return out
+	}
+}
+
 func TestCLIAgentsListFollowsPages(t *testing.T) {
 	s := guardtest.Start(t)
 	owner := s.NewOwner(t)
-	// An environment holds few active agents; archived ones stay listed.
-	const n = 2*listPageSize + 3
+	// Seven agents, two of them archived (five stay within the active
+	// quota), listed two per request: four pages.
+	const n = 7
 	for i := range n {
 		r := s.Do(t, http.MethodPost, "/v1/agents", owner.TestKey, nil, fmt.Sprintf(`{"name":"bulk %d"}`, i))
 		id, _ := r.Body["id"].(string)
 		if r.Status != http.StatusCreated || id == "" {
 			t.Fatalf("creating agent %d: %d %s", i, r.Status, r.Raw)
 		}
-		if i < n-1 {
+		if i < 2 {
 			if r := s.Do(t, http.MethodPost, "/v1/agents/"+id+"/archive", owner.TestKey, nil, nil); r.Status != http.StatusOK {
 				t.Fatalf("archiving agent %d: %d %s", i, r.Status, r.Raw)
 			}
 		}
 	}
-	out := cliOK(t, s, owner.TestKey, "agents", "list")
+	proxy, requests := recordingProxy(t, s.URL)
+	out, errOut, err := cliRun(t, nil, "agents", "list", "-limit", "2", "-server", proxy, "-key", owner.TestKey)
+	if err != nil {
+		t.Fatalf("agents list -limit 2: %v\n%s", err, errOut)
+	}
 	if lines := strings.Count(out, "\n"); lines != n+1 {
-		t.Errorf("agents list printed %d lines, want a header and %d agents", lines, n)
+		t.Errorf("agents list printed %d lines, want a header and %d agents:\n%s", lines, n, out)
 	}
 	for i := range n {
 		if lineWith(out, fmt.Sprintf("bulk %d ", i)) == "" {
 			t.Errorf("agents list is missing bulk %d", i)
 		}
 	}
-	v := cliJSON(t, s, owner.TestKey, "agents", "list")
+	reqs := requests()
+	if len(reqs) != 4 {
+		t.Fatalf("agents list -limit 2 sent %d requests for %d agents, want 4: %v", len(reqs), n, reqs)
+	}
+	for i, r := range reqs {
+		if !strings.HasPrefix(r, "GET /v1/agents?") || !strings.Contains(r, "limit=2") ||
+			strings.Contains(r, "starting_after=agt_") != (i > 0) {
+			t.Errorf("request %d of the listing: %s", i, r)
+		}
+	}
+
+	v := cliJSON(t, s, owner.TestKey, "agents", "list", "--limit", "3")
 	data, _ := v["data"].([]any)
 	seen := map[string]bool{}
 	for _, a := range data {
@@ -221,6 +267,87 @@ func TestCLIAgentsListFollowsPages(t *testing.T) {
 	}
 	if len(data) != n || len(seen) != n || v["has_more"] != false || v["object"] != "list" {
 		t.Errorf("agents list -json: %d items (%d distinct), has_more %v", len(data), len(seen), v["has_more"])
+	}
+	for _, bad := range []string{"0", "51", "x"} {
+		if _, _, err := cliRun(t, nil, "agents", "list", "-limit", bad, "-server", s.URL, "-key", owner.TestKey); err == nil {
+			t.Errorf("agents list -limit %s was accepted", bad)
+		}
+	}
+}
+
+func TestCLIAgentsRename(t *testing.T) {
+	s := guardtest.Start(t)
+	owner := s.NewOwner(t)
+	id := cliJSON(t, s, owner.TestKey, "agents", "create", "-name", "before")["id"].(string)
+	out := cliOK(t, s, owner.TestKey, "agents", "rename", id, "research bot")
+	if !strings.Contains(out, "renamed agent "+id) || !strings.Contains(out, `"research bot"`) {
+		t.Errorf("agents rename printed %q", out)
+	}
+	if v := cliJSON(t, s, owner.TestKey, "agents", "rename", id, "after"); v["name"] != "after" || v["id"] != id {
+		t.Errorf("agents rename -json printed %v", v)
+	}
+	if r := s.Do(t, http.MethodGet, "/v1/agents/"+id, owner.TestKey, nil, nil); r.Body["name"] != "after" {
+		t.Errorf("the server has the agent named %v", r.Body["name"])
+	}
+	// The server's refusals come through as errors.
+	cliOK(t, s, owner.TestKey, "agents", "archive", id)
+	_, errOut, err := cliRun(t, nil, "agents", "rename", id, "again", "-server", s.URL, "-key", owner.TestKey)
+	var se *serverError
+	if !errors.As(err, &se) || se.Status != http.StatusConflict || !strings.Contains(errOut, "error: state_conflict: ") {
+		t.Errorf("renaming an archived agent: %v, stderr %q", err, errOut)
+	}
+	env := map[string]string{"GUARD_OWNER_KEY": "k", "GUARD_SERVER": "http://127.0.0.1:1"}
+	for _, args := range [][]string{{"agents", "rename", id}, {"agents", "rename", id, "a", "b"}, {"agents", "rename", id, " "}} {
+		if _, _, err := cliRun(t, env, args...); err == nil {
+			t.Errorf("guard %q succeeded", args)
+		}
+	}
+}
+
+func TestCLIAgentsPauseAll(t *testing.T) {
+	s := guardtest.Start(t)
+	owner := s.NewOwner(t)
+	a1, key1 := s.NewAgent(t, owner.TestKey, `{"trusted_destinations":["api.vendor.com"]}`)
+	a2, _ := s.NewAgent(t, owner.TestKey, "")
+	waiting := s.Do(t, http.MethodPost, "/v1/spends", key1, map[string]string{"Idempotency-Key": "w1"},
+		`{"amount":"1.00","destination":"new.example.org","resource":{"url":"https://new.example.org/x"}}`)
+	if waiting.Status != http.StatusCreated || waiting.Body["status"] != "pending_approval" {
+		t.Fatalf("want a pending spend: %d %s", waiting.Status, waiting.Raw)
+	}
+
+	out := cliOK(t, s, owner.TestKey, "agents", "pause", "-all", "-reason", "leaked key")
+	if !strings.Contains(out, "paused 2 agents; 0 were paused already") || lineWith(out, "paused "+a1) == "" || lineWith(out, "paused "+a2) == "" {
+		t.Errorf("agents pause -all printed:\n%s", out)
+	}
+	for _, id := range []string{a1, a2} {
+		r := s.Do(t, http.MethodGet, "/v1/agents/"+id, owner.TestKey, nil, nil)
+		pd, _ := r.Body["pause_detail"].(map[string]any)
+		if r.Body["status"] != "paused" || pd["emergency"] != true || pd["reason"] != "leaked key" {
+			t.Errorf("agent %s after pause -all: %s", id, r.Raw)
+		}
+	}
+	sp := s.Do(t, http.MethodGet, "/v1/spends/"+waiting.Body["id"].(string), owner.TestKey, nil, nil)
+	if pd, _ := sp.Body["pause_detail"].(map[string]any); pd["scope"] != "owner" {
+		t.Errorf("the waiting spend after pause -all: %s", sp.Raw)
+	}
+	// Again: nothing more to pause.
+	v := cliJSON(t, s, owner.TestKey, "agents", "pause", "--all")
+	if v["paused_count"] != float64(0) || len(v["already_paused"].([]any)) != 2 {
+		t.Errorf("agents pause -all -json a second time: %v", v)
+	}
+	// The single pause still takes one id.
+	if out := cliOK(t, s, owner.TestKey, "agents", "pause", a1); !strings.Contains(out, "paused") {
+		t.Errorf("agents pause ID printed %q", out)
+	}
+	env := map[string]string{"GUARD_OWNER_KEY": "k", "GUARD_SERVER": "http://127.0.0.1:1"}
+	for _, args := range [][]string{
+		{"agents", "pause"},
+		{"agents", "pause", "-all", a1},
+		{"agents", "pause", a1, "-reason", "x"},
+	} {
+		if _, _, err := cliRun(t, env, args...); err == nil {
+			t.Errorf("guard %q succeeded", args)
+		}
 	}
 }
 

@@ -29,9 +29,11 @@ const usage = `usage:
   guard owner create -data DIR -name NAME -email EMAIL   (password on stdin)
 
 Administration of a running server with an owner key:
-  guard agents list
+  guard agents list [-limit N]
   guard agents create -name NAME [-policy FILE.json]
+  guard agents rename AGENT_ID NAME
   guard agents pause|resume|archive AGENT_ID
+  guard agents pause -all [-reason TEXT]
   guard keys list
   guard keys create AGENT_ID
   guard keys revoke KEY_ID

@@ -455,6 +455,17 @@ func TestServerMatchesDocument(t *testing.T) {
 	h.want(h.do("POST", "/v1/agents/"+spare.str("id")+"/archive", owner, nil, ""), 200, "")
 	h.want(h.do("POST", "/v1/agents/"+spare.str("id")+"/resume", owner, nil, ""), 409, "state_conflict")
 	h.want(h.do("POST", "/v1/agents/"+spare.str("id")+"/archive", owner, nil, ""), 409, "state_conflict")
+	h.clock.Advance(time.Minute) // a fresh burst of administration writes
+	renamed := h.want(h.do("POST", "/v1/agents/"+other.str("id"), owner, nil, `{"name":"  loose two "}`), 200, "")
+	if renamed.str("name") != "loose two" {
+		t.Fatalf("rename answered name %q", renamed.str("name"))
+	}
+	h.want(h.do("POST", "/v1/agents/"+other.str("id"), owner, nil, `{}`), 400, "parameter_missing")
+	h.want(h.do("POST", "/v1/agents/"+other.str("id"), owner, nil, `{"name":"   "}`), 400, "parameter_invalid")
+	h.want(h.do("POST", "/v1/agents/"+other.str("id"), owner, nil, `{"name":"x","status":"paused"}`), 400, "parameter_unknown")
+	h.want(h.do("POST", "/v1/agents/agt_00000000000000000000000000000000", owner, nil, `{"name":"x"}`), 404, "resource_missing")
+	h.want(h.do("POST", "/v1/agents/"+spare.str("id"), owner, nil, `{"name":"x"}`), 409, "state_conflict")
+	h.want(h.do("POST", "/v1/agents/"+other.str("id"), agent, nil, `{"name":"x"}`), 403, "key_kind_not_allowed")
 	h.want(h.do("POST", "/v1/agents/"+other.str("id")+"/policy", owner, nil,
 		`{"daily_cap":"80.00","valid_until":"2027-01-01T00:00:00Z","destination_window_over":"20"}`), 200, "")
 	h.want(h.do("POST", "/v1/agents/"+agentID+"/policy", owner, nil, `{"daily_cap":"900.00"}`), 400, "parameter_invalid")
@@ -685,6 +696,17 @@ func TestServerMatchesDocument(t *testing.T) {
 	h.want(h.do("GET", "/v1/balance", liveKey, nil, ""), 200, "")
 	h.want(h.do("GET", "/v1/events", liveOwner, nil, ""), 200, "")
 
+	// The emergency pause of every agent (here of the live environment).
+	all := h.want(h.do("POST", "/v1/agents/pause_all", liveOwner, nil, `{"reason":"card stolen"}`), 200, "")
+	if all.body["paused_count"] != float64(1) {
+		t.Fatalf("pause_all paused %v agents, want 1: %s", all.body["paused_count"], clip(all.raw))
+	}
+	h.want(h.do("POST", "/v1/agents/pause_all", liveOwner, nil, ""), 200, "")
+	h.want(h.do("POST", "/v1/agents/pause_all", liveOwner, nil, `{"reason":""}`), 400, "parameter_invalid")
+	h.want(h.do("POST", "/v1/agents/pause_all", liveOwner, nil, `{"why":"x"}`), 400, "parameter_unknown")
+	h.want(h.do("POST", "/v1/agents/pause_all", agent, nil, ""), 403, "key_kind_not_allowed")
+	h.want(h.do("GET", "/v1/events?type=agent.paused", liveOwner, nil, ""), 200, "")
+
 	// Quotas: 5 active practice agents.
 	for i := 0; ; i++ {
 		r := h.do("POST", "/v1/agents", owner, nil, fmt.Sprintf(`{"name":"filler %d"}`, i))
@@ -722,6 +744,32 @@ func TestServerMatchesDocument(t *testing.T) {
 	// Undocumented routes and methods answer the error envelope.
 	h.want(h.do("GET", "/v2/spends", agent, nil, ""), 404, "route_not_found")
 	h.want(h.do("PUT", "/v1/me", agent, nil, ""), 404, "route_not_found")
+
+	// The practice reset: refused while a payment is being paid, then the
+	// environment starts again and the old agent key is gone.
+	h.want(h.do("POST", "/v1/test/reset", agent, nil, ""), 403, "key_kind_not_allowed")
+	h.want(h.do("POST", "/v1/test/reset", liveOwner, nil, ""), 404, "resource_missing")
+	h.want(h.do("POST", "/v1/test/reset", owner, nil, `{"keep":"agents"}`), 400, "parameter_unknown")
+	inflight := h.want(h.spend(agent, "inflight-1", fmt.Sprintf(vendorSpend, "98.00")), 201, "")
+	if inflight.str("status") != "processing" {
+		t.Fatalf("the 98.00 spend is %s, want processing", inflight.str("status"))
+	}
+	h.want(h.do("POST", "/v1/test/reset", owner, nil, ""), 409, "state_conflict")
+	h.clock.Advance(time.Minute) // the service verifies the payment: it settles
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if r := h.do("GET", "/v1/spends/"+inflight.str("id")+"?wait_seconds=1", agent, nil, ""); r.str("status") == "settled" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the in-flight spend did not settle")
+		}
+	}
+	reset := h.want(h.do("POST", "/v1/test/reset", owner, nil, ""), 200, "")
+	if removed, _ := reset.body["removed"].(map[string]any); removed["agents"] == float64(0) || removed["spends"] == float64(0) {
+		t.Fatalf("the reset removed %v", reset.body["removed"])
+	}
+	h.want(h.do("GET", "/v1/me", agent, nil, ""), 401, "invalid_api_key")
+	h.want(h.do("GET", "/v1/agents", owner, nil, ""), 200, "")
 
 	// Every documented operation was exercised with a success and a failure.
 	ops := documentedOperationIDs(t)
