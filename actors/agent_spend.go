@@ -231,6 +231,10 @@ func (a *agentActor) create(m *createSpend) {
 	if d.Reason == policy.ReasonAgentPaused && a.agent.PausedAt != nil {
 		sp.PauseDetail = &policy.PauseDetail{Scope: "agent", PausedAt: *a.agent.PausedAt,
 			Message: "The owner paused this agent; payments resume when the owner resumes it."}
+		if a.agent.PauseDetail != nil && a.agent.PauseDetail.Emergency {
+			sp.PauseDetail.Scope = "owner"
+			sp.PauseDetail.Message = "The owner paused every agent (an emergency pause); payments resume when the owner resumes this agent."
+		}
 	}
 	a.duplicateWarning(sp, now)
 	if sp.Status.Holds() {

@@ -85,6 +85,7 @@ func (s *System) AdvanceClock(ctx context.Context, p Principal, by time.Duration
 		return true
 	})
 	s.webhooks.clockMoved(p.OwnerID, p.Env()) // retries that came due
+	s.wakes.moved(p.OwnerID)                  // verifications of processing spends
 	return s.PracticeClock(p)
 }
 

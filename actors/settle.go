@@ -33,10 +33,20 @@ func (s *System) settle(agentID string, p policy.Payment, after *persistence.Tic
 			// Parked on a timer, this work is not "running" for Quiesce;
 			// the timer makes it running again before it lets it go.
 			fire := make(chan struct{})
+			var advanced <-chan struct{} // nil: never ready
+			if !p.Livemode {
+				advanced = s.wakes.wait(p.OwnerID)
+			}
 			s.busy.add(-1)
 			t := s.clock.AfterFunc(delay, func() { s.busy.add(1); close(fire) })
 			select {
 			case <-fire:
+			case <-advanced:
+				if !t.Stop() {
+					<-fire // the timer fired meanwhile and counted us busy
+				} else {
+					s.busy.add(1)
+				}
 			case <-s.ctx.Done():
 				if t.Stop() {
 					s.busy.add(1)

@@ -144,6 +144,8 @@ type System struct {
 	timers *expiryTimers
 	// pool runs agent mailboxes and settlement calls on kept goroutines.
 	pool *workerPool
+	// wakes cuts verification delays short when a practice clock moves.
+	wakes practiceWakes
 	// notifier sends approval notices; nil without a Messenger.
 	notifier *notifier
 	// channelMu serializes notification channel changes, whose quota

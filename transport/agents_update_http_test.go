@@ -108,8 +108,9 @@ func TestPauseAllAgents(t *testing.T) {
 	if pd, _ := w.Body["pause_detail"].(map[string]any); w.Body["status"] != "pending_approval" || pd["scope"] != "owner" {
 		t.Errorf("the waiting spend after pause_all: %s", w.Raw)
 	}
-	if sp := created(t, e.srv, e.agentKey, spendBody("1.00", "api.vendor.com", "/p")); sp["decline_reason"] != "agent_paused" {
-		t.Errorf("a spend after pause_all: %v %v", sp["status"], sp["decline_reason"])
+	sp := created(t, e.srv, e.agentKey, spendBody("1.00", "api.vendor.com", "/p"))
+	if pd, _ := sp["pause_detail"].(map[string]any); sp["decline_reason"] != "agent_paused" || pd["scope"] != "owner" {
+		t.Errorf("a spend after pause_all: %v %v %v", sp["status"], sp["decline_reason"], sp["pause_detail"])
 	}
 	// One agent.paused per agent paused, with the emergency in its data.
 	ev := call(t, e.srv, http.MethodGet, "/v1/events?type=agent.paused", e.owner.TestKey, nil, nil)

@@ -1,9 +1,11 @@
 package transport_test
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"testing"
+	"time"
 )
 
 func advanceClock(t *testing.T, e *env, seconds int) map[string]any {
@@ -86,4 +88,26 @@ func TestPracticeClockInput(t *testing.T) {
 		404, "not_found_error", "resource_missing", "")
 	wantError(t, call(t, e.srv, http.MethodGet, "/v1/test/clock", e.agentKey, nil, nil),
 		403, "permission_error", "key_kind_not_allowed", "")
+}
+
+// A payment whose outcome is unknown is verified again after a delay; on
+// the practice clock an advance brings that verification forward, as it
+// brings every other timer.
+func TestPracticeClockBringsVerificationForward(t *testing.T) {
+	e := start(t)
+	sp := created(t, e.srv, e.agentKey, spendBody("98.00", "api.vendor.com", "/v1/data"))
+	if sp["status"] != "processing" {
+		t.Fatalf("98.00: status %v, want processing", sp["status"])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.srv.Clock.WaitForTimers(ctx, 1); err != nil {
+		t.Fatalf("the service scheduled no verification: %v", err)
+	}
+	// The service clock stays frozen: only the practice clock moves.
+	r := call(t, e.srv, http.MethodPost, "/v1/test/clock/advance", e.owner.TestKey, nil, `{"seconds":60}`)
+	mustStatus(t, r, http.StatusOK)
+	if g := waitStatus(t, e.srv, e.agentKey, sp["id"].(string), "settled"); g.Body["status"] != "settled" {
+		t.Fatalf("after the practice clock moved: %s", g.Raw)
+	}
 }
