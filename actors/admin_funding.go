@@ -58,10 +58,12 @@ type Deposit struct {
 }
 
 // fundingOf is the funding view of an environment. Caller holds e.mu.
-func fundingOf(e *envLedger) Funding {
-	return Funding{Object: "funding", Livemode: e.state.Env.Livemode(), Balance: e.state.Balance.Display(),
-		Held: e.state.Held.Display(), PoolAvailable: e.pool().Available.Display(),
-		ReserveFloor: e.state.ReserveFloor.Display(), LowBalanceThreshold: e.state.LowBalanceThreshold.Display()}
+func fundingOf(e *envLedger) Funding { return fundingOfState(&e.state) }
+
+func fundingOfState(st *EnvState) Funding {
+	return Funding{Object: "funding", Livemode: st.Env.Livemode(), Balance: st.Balance.Display(),
+		Held: st.Held.Display(), PoolAvailable: st.Balance.Sub(st.Held).Display(),
+		ReserveFloor: st.ReserveFloor.Display(), LowBalanceThreshold: st.LowBalanceThreshold.Display()}
 }
 
 // Funding reads the pool of the key's environment.
@@ -73,9 +75,9 @@ func (s *System) Funding(p Principal) (Funding, error) {
 	if err != nil {
 		return Funding{}, err
 	}
-	env.mu.Lock()
-	defer env.mu.Unlock()
-	return fundingOf(env), nil
+	// The durable state: a hold or settlement still on its way to disk is
+	// not shown (see envLedger.durable).
+	return fundingOfState(env.durableState()), nil
 }
 
 // UpdateFunding sets the reserve floor (what agents may never spend) and

@@ -147,6 +147,7 @@ func TestConcurrentDecisionsOneWins(t *testing.T) {
 			t.Fatalf("round %d: %d decisions won, want exactly 1 (%v)", round, wins, errs)
 		}
 	}
+	quiesce(t, f.h) // the approved payments settle after their decisions are answered
 	if r := actors.Audit(f.h.store, nil); r.Err() != nil {
 		t.Fatal(r.Err())
 	}

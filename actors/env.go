@@ -31,6 +31,74 @@ type envLedger struct {
 	// store; resetMu runs one reset of the environment at a time.
 	commits uint64
 	resetMu sync.Mutex
+	// durable is the state as of the newest record of this environment
+	// that is on disk; pending holds the records appended after it, in
+	// journal order, each with the state it carries. Reads that make no
+	// change of their own (balance, check, funding) answer from durable,
+	// so nobody hears of a hold or a settlement before its record is on
+	// disk, and an answered write is seen by the next read (its ticket
+	// is done, so the read moves durable past it).
+	durable  atomic.Pointer[EnvState]
+	pendMu   sync.Mutex
+	pending  []pendingState
+	npending atomic.Int32
+}
+
+type pendingState struct {
+	ticket *persistence.Ticket
+	state  *EnvState
+}
+
+// appended notes a record of this environment. Caller holds mu, so
+// records are noted in journal order.
+func (e *envLedger) appended(t *persistence.Ticket, st *EnvState) {
+	e.pendMu.Lock()
+	e.advanceLocked()
+	e.pending = append(e.pending, pendingState{ticket: t, state: st})
+	e.npending.Store(int32(len(e.pending)))
+	e.pendMu.Unlock()
+}
+
+// advanceLocked moves durable past every record whose ticket is done.
+// Tickets complete in journal order, so it stops at the first that is
+// not. A failed record never becomes durable state (the service reloads
+// every environment after a failed commit).
+func (e *envLedger) advanceLocked() {
+	n := 0
+	for _, p := range e.pending {
+		select {
+		case <-p.ticket.Done():
+		default:
+			goto trim
+		}
+		if p.ticket.Err() == nil {
+			e.durable.Store(p.state)
+		}
+		n++
+	}
+trim:
+	if n > 0 {
+		rest := copy(e.pending, e.pending[n:])
+		clear(e.pending[rest:])
+		e.pending = e.pending[:rest]
+		e.npending.Store(int32(rest))
+	}
+}
+
+// durableState is the environment's state as the journal has it now.
+func (e *envLedger) durableState() *EnvState {
+	if e.npending.Load() > 0 {
+		e.pendMu.Lock()
+		e.advanceLocked()
+		e.pendMu.Unlock()
+	}
+	return e.durable.Load()
+}
+
+// durablePool is the pool as the journal has it.
+func (e *envLedger) durablePool() policy.Pool {
+	st := e.durableState()
+	return policy.Pool{Available: st.Balance.Sub(st.Held), ReserveFloor: st.ReserveFloor}
 }
 
 func (s *System) env(ownerID string, env Env) (*envLedger, error) {
@@ -55,6 +123,8 @@ func (s *System) env(ownerID string, env Env) (*envLedger, error) {
 	}
 	e.offset.Store(int64(e.state.ClockOffset))
 	e.eventFloor.Store(e.state.EventFloor)
+	st := e.state // read from the store: durable
+	e.durable.Store(&st)
 	s.envs.Store(k, e)
 	return e, nil
 }
@@ -108,6 +178,10 @@ func (s *System) commit(gen uint64, e *envLedger, c *change) *persistence.Ticket
 		e.commits++
 	}
 	t := s.store.Append(gen, persistence.Record{Ops: c.ops})
+	if e != nil {
+		st := e.state
+		e.appended(t, &st)
+	}
 	if len(c.spends) > 0 || len(c.events) > 0 {
 		s.hub.published(t, c.spends, c.events)
 	}

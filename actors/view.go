@@ -87,10 +87,6 @@ type viewReply struct {
 	err  *Error
 }
 
-// pool reads the environment's pool now: it moves with every agent's
+// pool reads the environment's durable pool: it moves with every agent's
 // spends, so it is not part of one agent's snapshot.
-func (v *agentView) pool() policy.Pool {
-	v.env.mu.Lock()
-	defer v.env.mu.Unlock()
-	return v.env.pool()
-}
+func (v *agentView) pool() policy.Pool { return v.env.durablePool() }
