@@ -32,6 +32,9 @@ type Config struct {
 	// start and prints how to use them.
 	Dev bool `json:"dev"`
 	// ConsoleURL is the owner console base address used in approval links.
+	// Empty means the console this process serves: http://<addr>/console
+	// (a wildcard listen host becomes 127.0.0.1). Set it when the service
+	// is reached through another name, a proxy or TLS.
 	ConsoleURL string `json:"console_url"`
 	// PracticePool is the practice money a new owner starts with.
 	PracticePool string `json:"practice_pool"`
@@ -79,7 +82,7 @@ type Config struct {
 // Defaults are the settings with no file, environment or flag.
 func Defaults() Config {
 	return Config{
-		Addr: "127.0.0.1:8080", Data: "./data", ConsoleURL: "http://127.0.0.1:8080/console",
+		Addr: "127.0.0.1:8080", Data: "./data",
 		PracticePool: "1000.00", LoosenDelay: time.Hour, IdleTimeout: 2 * time.Minute,
 		SettleTimeout: 20 * time.Second, ShutdownTimeout: 15 * time.Second,
 		CheckpointInterval: 500 * time.Millisecond, LogLevel: "info", GCPercent: 400,
@@ -95,7 +98,7 @@ func (c Config) Validate() error {
 	if strings.TrimSpace(c.Data) == "" {
 		return errors.New("config: data must name a directory for the journal")
 	}
-	if !strings.HasPrefix(c.ConsoleURL, "http://") && !strings.HasPrefix(c.ConsoleURL, "https://") {
+	if c.ConsoleURL != "" && !strings.HasPrefix(c.ConsoleURL, "http://") && !strings.HasPrefix(c.ConsoleURL, "https://") {
 		return fmt.Errorf("config: console_url %q must be an http(s) URL", c.ConsoleURL)
 	}
 	if _, err := policy.ParseAmount(c.PracticePool); err != nil {
@@ -275,5 +278,21 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 			}
 		}
 	}
+	c.ConsoleURL = c.consoleURL()
 	return c, c.Validate()
+}
+
+// consoleURL is ConsoleURL, or the default that follows Addr.
+func (c Config) consoleURL() string {
+	if c.ConsoleURL != "" {
+		return c.ConsoleURL
+	}
+	host, port, err := net.SplitHostPort(c.Addr)
+	if err != nil {
+		return "http://" + c.Addr + "/console"
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/console"
 }

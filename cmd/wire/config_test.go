@@ -16,8 +16,10 @@ func TestLoadConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c != Defaults() {
-		t.Fatalf("no file, env or flags should give the defaults:\n got %+v\nwant %+v", c, Defaults())
+	want := Defaults()
+	want.ConsoleURL = "http://127.0.0.1:8080/console" // follows addr
+	if c != want {
+		t.Fatalf("no file, env or flags should give the defaults:\n got %+v\nwant %+v", c, want)
 	}
 	if c.Addr != "127.0.0.1:8080" || c.Data != "./data" || c.Dev {
 		t.Fatalf("defaults differ from the documented ones: %+v", c)
@@ -164,6 +166,30 @@ func TestLoadConfigRateLimits(t *testing.T) {
 	for _, v := range []string{"lots", "0", "-1", "NaN", "Inf"} {
 		if _, err := LoadConfig(nil, env(map[string]string{"GUARD_RATE_LIMIT_SCALE": v})); err == nil || !strings.Contains(err.Error(), "rate_limit_scale") {
 			t.Errorf("GUARD_RATE_LIMIT_SCALE=%s: %v, want an error naming rate_limit_scale", v, err)
+		}
+	}
+}
+
+// The console is served by this process, so its default address follows
+// the listen address; an explicit console_url wins.
+func TestConsoleURLFollowsAddr(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "http://127.0.0.1:8080/console"},
+		{[]string{"-addr", "127.0.0.1:18080"}, "http://127.0.0.1:18080/console"},
+		{[]string{"-addr", ":9090"}, "http://127.0.0.1:9090/console"},
+		{[]string{"-addr", "0.0.0.0:9090"}, "http://127.0.0.1:9090/console"},
+		{[]string{"-addr", "[::1]:9090"}, "http://[::1]:9090/console"},
+		{[]string{"-addr", ":9090", "-console-url", "https://guard.example.com/console"}, "https://guard.example.com/console"},
+	} {
+		c, err := LoadConfig(tc.args, func(string) string { return "" })
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if c.ConsoleURL != tc.want {
+			t.Errorf("%v: console_url %q, want %q", tc.args, c.ConsoleURL, tc.want)
 		}
 	}
 }

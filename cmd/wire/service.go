@@ -59,6 +59,7 @@ func Open(cfg Config, opts Options) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg.ConsoleURL = cfg.consoleURL()
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
