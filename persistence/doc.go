@@ -1,5 +1,5 @@
-// Package persistence is the durability layer of the guard: a journal with
-// group commit and checkpoints, kept in a single bbolt file.
+// Package persistence is the durability layer of the guard: an append-only
+// journal with group commit, and checkpoints that fold it into a bbolt file.
 //
 // The service keeps its live state in actors' memory. Every change to that
 // state is described as a Record (a list of put/delete ops on named
@@ -8,22 +8,24 @@
 //
 // # Model
 //
-// The file holds three kinds of bucket:
+// Two kinds of file live side by side:
 //
-//   - journal: records keyed by their LSN (log sequence number, big-endian
-//     uint64), in the compact binary format of EncodeRecord (version byte,
-//     length-prefixed fields, CRC-32C trailer).
-//   - meta: applied_lsn, the LSN of the last record folded into the entity
-//     buckets, and the layout version.
-//   - entity buckets (any other name): the materialized state, "the
-//     snapshot", as of applied_lsn.
+//   - The journal: the directory Options.Path+".journal" holds segment files
+//     named after the LSN (log sequence number) of their first record, each
+//     a run of frames: length, CRC-32C (of length, LSN and record), LSN, and
+//     the record in the compact binary format of EncodeRecord. A segment
+//     past 64 MiB (DefaultSegmentSize) is closed and a new one started.
+//   - The bbolt file at Options.Path: the bucket meta holds applied_lsn, the
+//     LSN of the last record folded into the entity buckets, and the layout
+//     version; every other bucket is an entity bucket, the materialized
+//     state, "the snapshot", as of applied_lsn.
 //
 // Append queues a record and returns a Ticket at once. A single committer
 // goroutine takes everything queued (up to Options.MaxBatch records), writes
-// it to the journal in one bbolt read-write transaction and commits, which
-// fsyncs. That is group commit: concurrent appenders share one fsync, so
+// their frames to the journal in one write and makes them durable with one
+// fdatasync. That is group commit: concurrent appenders share one fsync, so
 // throughput grows with concurrency while each appender waits about one or
-// two commit times.
+// two commit times. The committer never touches the bbolt file.
 //
 // Once a batch is durable, its ops are applied to the overlay, an in-memory
 // map from (bucket, key) to the latest value or tombstone, and only then are
@@ -31,27 +33,37 @@
 // entity buckets second, so they see every durable record at once, before
 // any checkpoint.
 //
-// A checkpoint folds durable records into the entity buckets: in one
-// transaction it applies records applied_lsn+1..n, sets applied_lsn = n and
-// deletes those journal entries; afterwards the overlay entries whose latest
-// write is at or below n are dropped (an entry rewritten by a later record
-// stays). Checkpoints run every Options.CheckpointInterval, as soon as more
-// than Options.CheckpointRecords records await folding, on Checkpoint, and on
-// Close. A long backlog is folded in chunks of a bounded number of records,
-// alternating with group commits, so a checkpoint delays a commit by at most
-// one chunk (about a dozen milliseconds for 1,000 records of 1.5 KB on a
-// small VM) and the overlay stays bounded while the disk keeps up.
+// A checkpoint folds durable records into the entity buckets. It runs on its
+// own goroutine, the only writer of the bbolt file, concurrently with group
+// commits, which therefore never wait for it. In one bbolt transaction it
+// applies the last write of each key among records applied_lsn+1..n and sets
+// applied_lsn = n; afterwards the overlay entries whose latest write is at or
+// below n are dropped (an entry rewritten by a later record stays), and the
+// segment files whose records are all at or below n are deleted.
+// Checkpoints run every Options.CheckpointInterval, as soon as more than
+// Options.CheckpointRecords records await folding, on Checkpoint, and on
+// Close; a long backlog is folded in chunks of a bounded number of records,
+// one transaction each.
 //
-// Open replays: journal records after applied_lsn are folded into the entity
-// buckets before Open returns. That is the whole crash recovery; because the
-// journal entries, the entity writes and applied_lsn change together in each
-// transaction, recovery is itself crash-safe.
+// Open recovers: it reads the segments in LSN order, checking every frame's
+// checksum and the continuity of LSNs, and folds the records after
+// applied_lsn into the entity buckets, in chunks, before it returns; then it
+// deletes the segments and starts an empty one. Each chunk advances
+// applied_lsn with its writes, and records at or below applied_lsn are
+// skipped, so recovery is itself crash-safe. A damaged tail of the last
+// segment that no intact frame follows is a batch whose fdatasync never
+// returned, so nobody was told of it: it is truncated away and logged. Any
+// other damage (in an older segment, or followed by intact frames, or a gap
+// in the LSNs) is in acknowledged records, and Open refuses with an error
+// wrapping ErrCorruptRecord that names the file and offset. A file written
+// by the earlier layout, with the journal in the bbolt bucket "journal", is
+// migrated: Open folds that bucket, drops it and records the new layout.
 //
 // # Invariants
 //
 //   - Durable before visible: a record's effects are readable, and its
-//     ticket resolved, only after the transaction holding it has committed
-//     (and so been fsynced). A reader never sees a record that may be lost.
+//     ticket resolved, only after the fdatasync of the write holding it has
+//     returned. A reader never sees a record that may be lost.
 //   - All or nothing: a record's ops become visible and durable together.
 //   - Order: records appended by one goroutine commit in append order, and
 //     across goroutines in the order their Append calls returned. LSNs are
@@ -66,10 +78,14 @@
 // All methods are safe for concurrent use. Append takes a mutex only to put
 // the already-encoded record on the queue; it blocks only when Options.MaxBatch
 // * 4 records are queued (back-pressure). The committer is the only writer of
-// the file. The overlay updates, ticket resolution, Checkpoint answers and
-// OnFailure launches are carried out, in commit order, by a second
-// goroutine, so the committer can start the next transaction while the
-// previous batch is being published.
+// the journal and the checkpointer the only writer of the bbolt file; they
+// share only a short mutex over the list of durable records awaiting
+// folding. The overlay updates, ticket resolution, overlay trimming,
+// Checkpoint answers and OnFailure launches are carried out, in order, by a
+// third goroutine, the publisher, so the committer can start the next write
+// while the previous batch is being published. A batch's overlay update is
+// queued before the checkpointer can see the batch, so the trimming after a
+// fold always follows the updates it undoes.
 //
 // Get takes the overlay's read lock for a map lookup and, on a miss, a short
 // bbolt read transaction. No lock that readers need is held during an fsync.
@@ -85,7 +101,9 @@
 //
 // # Failure semantics
 //
-// If a group commit fails, the tickets of the whole batch and of every record
+// If a group commit fails (the write, the fdatasync, or a CommitFault), the
+// segment is truncated back to the end of the last durable batch, and the
+// tickets of the whole batch and of every record
 // queued behind it fail with an error wrapping ErrCommitFailed (and the
 // cause). The generation (Gen) increases by one and Options.OnFailure is
 // called with the same error, in its own goroutine. Records queued behind the
@@ -99,6 +117,11 @@
 // and continuing at the new generation. New appends are attempted normally:
 // the disk may have recovered.
 //
+// If the truncation fails too, the journal refuses every later append (each
+// fails like a failed commit, with an error saying so) until the process is
+// restarted: a later, shorter batch could otherwise leave part of the failed
+// one behind, to be read back as records.
+//
 // A failed checkpoint loses nothing: the records stay durable in the journal
 // and readable from the overlay. It is logged, counted in Stats, returned by
 // Checkpoint or Close, and retried on the next tick. The generation does not
@@ -106,19 +129,23 @@
 //
 // # Caveats
 //
-//   - A real I/O error during commit leaves the failed batch in doubt: the
-//     disk may have taken more of the transaction than it acknowledged.
-//     This process never shows the batch (nothing of it reaches the
-//     overlay, and the next successful commit, which reuses the
-//     transaction ID and the LSNs, supersedes it on disk), but if the
-//     process dies before another commit succeeds, the batch may reappear
-//     after restart. Effects outside this store that hang on a record
-//     should follow its ticket, never precede it.
+//   - A real I/O error during commit leaves the failed batch in doubt until
+//     the truncation is durable: if the process dies before that, the disk
+//     may hold the whole batch, and it reappears after restart. This
+//     process never shows it. Effects outside this store that hang on a
+//     record should follow its ticket, never precede it.
+//   - Open tells a torn tail from damage in acknowledged records by whether
+//     an intact frame follows the damage. A process crash (SIGKILL) only
+//     ever leaves a prefix of the last write; after a power loss that
+//     persisted later pages of an unacknowledged batch but not earlier
+//     ones, Open refuses rather than guess, and an operator truncates the
+//     named segment at the named offset.
 //   - OnFailure must not call Close (Close waits for running callbacks).
-//   - The overlay is bounded only while checkpoints succeed; while they fail
-//     it grows with every durable record.
-//   - Check holds the write lock for a full scan of the file: an
-//     operator's tool, not for the hot path.
+//   - The overlay is bounded only while checkpoints succeed and keep up with
+//     commits; while they fail, or when commits outpace them, it grows with
+//     every durable record (commits are never held back for them).
+//   - Check holds bbolt's write lock for a full scan of the file and reads
+//     every journal segment: an operator's tool, not for the hot path.
 //   - Size limits (MaxKeySize, MaxValueSize, MaxOps, MaxRecordSize,
 //     MaxBucketNameSize) are enforced by Append with ErrInvalidRecord.
 //     Bucket names "journal" and "meta" are reserved: Append, Get and Scan

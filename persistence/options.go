@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 )
 
@@ -39,7 +40,7 @@ const (
 
 // Options configure a Store. Zero values select the defaults above.
 type Options struct {
-	Path               string          // bbolt file; required
+	Path               string          // bbolt file; required. The journal files go in the directory Path+".journal"
 	OpenTimeout        time.Duration   // how long to wait for the file lock; default 5s
 	InitialMmapSize    int             // initial mmap size in bytes; default 256 MiB
 	MaxBatch           int             // records per group commit (4x this may wait in the queue before Append blocks); default 512
@@ -48,9 +49,9 @@ type Options struct {
 	OnFailure          func(err error) // optional; called once per failed group commit, never under a store lock
 	Logger             *slog.Logger    // optional; default discards
 
-	// CommitFault, when set, is called inside every group-commit
-	// transaction; a non-nil result aborts that commit exactly as a failing
-	// disk would. It exists for fault drills and for tests of the callers'
+	// CommitFault, when set, is called in every group commit between the
+	// journal write and its fdatasync; a non-nil result fails that commit
+	// exactly as a failing disk would (the write is truncated away). It exists for fault drills and for tests of the callers'
 	// failure handling; leave it nil in production.
 	CommitFault func(records int) error
 
@@ -67,8 +68,8 @@ type testHooks struct {
 	// a test can leave records in the journal. Explicit Checkpoint calls
 	// still work.
 	noAutoCheckpoint bool
-	// commit is called inside each group-commit transaction after the
-	// journal entries have been written; a non-nil result aborts it.
+	// commit is called in each group commit after the journal write and
+	// before the fdatasync; a non-nil result fails it.
 	commit func(records int) error
 	// checkpoint is called inside each checkpoint transaction; a non-nil
 	// result aborts it.
@@ -79,6 +80,13 @@ type testHooks struct {
 	// chunkRecords overrides the number of records folded per checkpoint
 	// transaction.
 	chunkRecords int
+	// segmentSize overrides DefaultSegmentSize.
+	segmentSize int64
+	// truncate replaces the truncation that undoes a failed journal write.
+	truncate func(f *os.File, size int64) error
+	// trimmed is called by the publisher after it has trimmed the overlay
+	// for a checkpoint that folded everything up to applied.
+	trimmed func(applied uint64)
 }
 
 // Validate reports the first invalid field. Zero values are valid and mean

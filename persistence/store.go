@@ -1,7 +1,6 @@
 package persistence
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -21,8 +20,14 @@ var (
 )
 
 // formatVersion identifies this package's on-disk layout (bucket names,
-// key encoding, record format). Open refuses files with another version.
-const formatVersion = 1
+// key encoding, record format, journal files). Open refuses files with
+// another version, except legacyFormat, which it migrates.
+const formatVersion = 2
+
+// legacyFormat kept the journal in the bbolt file's "journal" bucket. Open
+// folds such a journal into the entity buckets and moves the file to
+// formatVersion.
+const legacyFormat = 1
 
 // entityFillPercent is the page split threshold for entity buckets.
 const entityFillPercent = 0.9
@@ -43,29 +48,32 @@ type Store struct {
 	// (back-pressure) while the queue is full.
 	maxQueued int
 	// chunk is the number of records folded per checkpoint transaction,
-	// which bounds how long a checkpoint delays the next group commit.
+	// which bounds the memory and the size of one bbolt transaction.
 	chunk int
+	wal   *wal
 
 	mu       sync.Mutex
 	space    *sync.Cond    // on mu; broadcast when queue space frees or the store closes
 	queue    []*segment    // FIFO of batches waiting to commit; each at most MaxBatch records
 	queued   int           // records in queue
 	enqueued uint64        // records ever accepted by Append
-	reqs     []*ckptReq    // Checkpoint calls not yet seen by the committer
 	closing  bool          // set once by Close; Append and Checkpoint refuse from then on
 	gen      atomic.Uint64 // written only under mu
 
-	wake      chan struct{} // capacity 1: "there may be work"
-	pub       chan func()   // committer -> publisher, in commit order
+	wake      chan struct{} // capacity 1: "there may be work" for the committer
+	ckWake    chan struct{} // capacity 1: "there may be work" for the checkpointer
+	ckDone    chan struct{} // closed when the checkpointer returns
+	pub       chan func()   // committer and checkpointer -> publisher, in order
 	pubDone   chan struct{} // closed when the publisher returns
-	exited    chan struct{} // closed when the committer (and so the publisher) has returned
+	exited    chan struct{} // closed when the committer, checkpointer and publisher have returned
 	closed    atomic.Bool   // set after the committer has exited
 	closeOnce sync.Once
 	closeErr  error
-	finalErr  error          // written by the committer before exiting
+	finalErr  error          // written by the checkpointer before exiting
 	callbacks sync.WaitGroup // running OnFailure calls
 
 	c     committerState // owned by the committer goroutine
+	ck    ckptState      // shared by the committer and the checkpointer
 	stats counters
 }
 
@@ -94,7 +102,7 @@ type counters struct {
 // all at the same instant.
 type Stats struct {
 	Gen              uint64 // current generation
-	Commits          uint64 // successful group commits (one bbolt commit, and so one round of fsyncs, each)
+	Commits          uint64 // successful group commits (one journal write and fdatasync each)
 	Records          uint64 // records made durable by those commits
 	Failures         uint64 // failed group commits
 	FailedRecords    uint64 // records failed with ErrCommitFailed
@@ -137,6 +145,8 @@ func Open(opts Options) (*Store, error) {
 		maxQueued:   4 * opts.MaxBatch,
 		chunk:       min(max(2*opts.MaxBatch, 256), 8192),
 		wake:        make(chan struct{}, 1),
+		ckWake:      make(chan struct{}, 1),
+		ckDone:      make(chan struct{}),
 		pub:         make(chan func(), 64),
 		pubDone:     make(chan struct{}),
 		exited:      make(chan struct{}),
@@ -147,35 +157,47 @@ func Open(opts Options) (*Store, error) {
 	s.space = sync.NewCond(&s.mu)
 	s.gen.Store(1)
 	if err := s.recover(); err != nil {
+		if s.wal != nil {
+			_ = s.wal.close()
+		}
 		_ = db.Close()
 		return nil, err
 	}
 	go s.publish()
+	go s.checkpointer()
 	go s.run()
 	return s, nil
 }
 
-// recover prepares the reserved buckets and folds every journal record
-// after applied_lsn into the entity buckets, in chunks so that a long journal
-// does not build one huge transaction. Each chunk advances applied_lsn and
-// deletes its journal entries atomically, so a crash during recovery is
-// itself recoverable.
+// recover prepares the meta bucket, migrates a journal left in the bbolt
+// file by the legacy layout, reads the journal files (truncating a torn
+// tail) and folds every record after applied_lsn into the entity buckets,
+// in chunks so that a long journal does not build one huge transaction.
+// Each chunk advances applied_lsn atomically, and the segments are deleted
+// only after the last chunk, so a crash during recovery is itself
+// recoverable. The journal then starts over with an empty segment.
 func (s *Store) recover() error {
 	var applied uint64
+	var format byte
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		if _, err := tx.CreateBucketIfNotExists([]byte(journalBucket)); err != nil {
-			return err
-		}
 		m, err := tx.CreateBucketIfNotExists([]byte(metaBucket))
 		if err != nil {
 			return err
 		}
 		switch v := m.Get(formatKey); {
 		case v == nil:
+			if tx.Bucket([]byte(journalBucket)) != nil {
+				// Written by a version that predates the format key.
+				format = legacyFormat
+				break
+			}
+			format = formatVersion
 			if err := m.Put(formatKey, []byte{formatVersion}); err != nil {
 				return err
 			}
-		case !bytes.Equal(v, []byte{formatVersion}):
+		case len(v) == 1 && (v[0] == formatVersion || v[0] == legacyFormat):
+			format = v[0]
+		default:
 			return fmt.Errorf("persistence: unsupported format version %x", v)
 		}
 		applied, err = readApplied(m)
@@ -184,21 +206,44 @@ func (s *Store) recover() error {
 	if err != nil {
 		return fmt.Errorf("persistence: open %s: %w", s.opts.Path, err)
 	}
-	replayed := 0
-	for {
-		n, err := s.replayChunk(&applied)
+	if format == legacyFormat {
+		if err := s.migrateLegacy(&applied); err != nil {
+			return fmt.Errorf("persistence: migrate journal of %s: %w", s.opts.Path, err)
+		}
+	}
+	segSize := int64(DefaultSegmentSize)
+	if s.hooks.segmentSize > 0 {
+		segSize = s.hooks.segmentSize
+	}
+	w, recs, err := openWAL(journalDir(s.opts.Path), segSize, s.log, applied)
+	if err != nil {
+		return fmt.Errorf("persistence: open journal of %s: %w", s.opts.Path, err)
+	}
+	s.wal = w
+	if s.hooks.truncate != nil {
+		w.truncate = s.hooks.truncate
+	}
+	for len(recs) > 0 {
+		n := min(len(recs), s.chunk)
+		chunk := recs[:n]
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			if err := applyOps(tx, make(map[string]*bolt.Bucket), finalOps(chunk)); err != nil {
+				return err
+			}
+			return putApplied(tx, chunk[n-1].lsn)
+		})
 		if err != nil {
 			return fmt.Errorf("persistence: replay %s: %w", s.opts.Path, err)
 		}
-		if n == 0 {
-			break
-		}
-		replayed += n
+		applied = chunk[n-1].lsn
+		recs = recs[n:]
+		s.log.Info("persistence: replayed journal", "records", n, "applied_lsn", applied)
 	}
-	if replayed > 0 {
-		s.log.Info("persistence: replayed journal", "records", replayed, "applied_lsn", applied)
+	if err := w.restart(applied); err != nil {
+		return fmt.Errorf("persistence: open journal of %s: %w", s.opts.Path, err)
 	}
-	s.c.last, s.c.applied = applied, applied
+	s.c.last = applied
+	s.ck.last, s.ck.applied = applied, applied
 	s.stats.lastLSN.Store(applied)
 	s.stats.appliedLSN.Store(applied)
 	return nil
@@ -213,59 +258,6 @@ func readApplied(m *bolt.Bucket) (uint64, error) {
 		return binary.BigEndian.Uint64(v), nil
 	}
 	return 0, fmt.Errorf("%w: applied_lsn has %d bytes", ErrCorruptRecord, len(v))
-}
-
-// replayChunk folds up to s.chunk journal entries, returning how many
-// entries it consumed (0 when the journal is empty).
-func (s *Store) replayChunk(applied *uint64) (int, error) {
-	n := 0
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		j := tx.Bucket([]byte(journalBucket))
-		var keys [][]byte
-		var recs []Record
-		c := j.Cursor()
-		for k, v := c.First(); k != nil && len(keys) < s.chunk; k, v = c.Next() {
-			if len(k) != 8 {
-				return fmt.Errorf("%w: journal key of %d bytes", ErrCorruptRecord, len(k))
-			}
-			keys = append(keys, bytes.Clone(k))
-			lsn := binary.BigEndian.Uint64(k)
-			if lsn <= *applied {
-				// Already folded; only its deletion was lost. Cannot happen
-				// with this package's atomic checkpoints, but harmless.
-				continue
-			}
-			// DecodeRecord copies, which matters: a value read from the
-			// mmap must not be handed to Put in the same transaction,
-			// since a remap during commit would invalidate it.
-			rec, err := DecodeRecord(v)
-			if err != nil {
-				return fmt.Errorf("journal LSN %d: %w", lsn, err)
-			}
-			recs = append(recs, rec)
-			*applied = lsn
-		}
-		if len(keys) == 0 {
-			return nil
-		}
-		buckets := make(map[string]*bolt.Bucket)
-		for _, r := range recs {
-			if err := applyOps(tx, buckets, r.Ops); err != nil {
-				return err
-			}
-		}
-		if err := putApplied(tx, *applied); err != nil {
-			return err
-		}
-		for _, k := range keys {
-			if err := j.Delete(k); err != nil {
-				return err
-			}
-		}
-		n = len(keys)
-		return nil
-	})
-	return n, err
 }
 
 // applyOps writes ops into their entity buckets, creating buckets on first
@@ -417,11 +409,14 @@ func checkReadable(bucket string) error {
 	return nil
 }
 
-// Check runs bbolt's consistency check over the whole file and returns the
-// problems found, joined, or nil when the file is consistent. It holds the
-// write lock while it runs (bbolt's check is only exact when no write can
-// free pages under it), so group commits wait: an operator's tool, not
-// something for the hot path.
+// Check runs bbolt's consistency check over the whole file and verifies
+// every durable frame of the journal files (checksums, record encodings,
+// LSN continuity, no record after applied_lsn missing), and returns the
+// problems found, joined, or nil when everything is consistent. It holds
+// bbolt's write lock while it runs (bbolt's check is only exact when no
+// write can free pages under it), so checkpoints wait; commits go on, and
+// the journal is checked up to the last batch durable when Check started:
+// an operator's tool, not something for the hot path.
 func (s *Store) Check() error {
 	if s.closed.Load() {
 		return ErrClosed
@@ -437,6 +432,15 @@ func (s *Store) Check() error {
 	var errs []error
 	for e := range tx.Check() {
 		errs = append(errs, e)
+	}
+	// Under the write transaction no checkpoint can move applied_lsn, so
+	// the journal is compared with the applied_lsn of this transaction.
+	applied, err := readApplied(tx.Bucket([]byte(metaBucket)))
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.wal.check(func() uint64 { return applied }); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -468,7 +472,7 @@ func (s *Store) Stats() Stats {
 // checkpoints, waits for running OnFailure callbacks and closes the file. It
 // is idempotent; every call returns the first call's result. A failed final
 // checkpoint is reported but loses nothing: the records stay in the journal
-// and the next Open replays them.
+// files and the next Open replays them.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
@@ -479,7 +483,7 @@ func (s *Store) Close() error {
 		<-s.exited
 		s.callbacks.Wait()
 		s.closed.Store(true)
-		s.closeErr = errors.Join(s.finalErr, s.db.Close())
+		s.closeErr = errors.Join(s.finalErr, s.wal.close(), s.db.Close())
 	})
 	return s.closeErr
 }

@@ -28,7 +28,8 @@ import (
 	"github.com/agentpay/guard/transport/webhook"
 )
 
-// JournalFile is the name of the journal inside the data directory.
+// JournalFile is the name of the store's bbolt file inside the data
+// directory; its journal segments live in JournalFile+".journal" beside it.
 const JournalFile = "guard.db"
 
 // Service is a running payment guard.
