@@ -84,10 +84,50 @@ func canonicalHost(s string) (string, string) {
 	if p := shapeProblem(s); p != "" {
 		return "", p
 	}
-	ascii := isASCII(s)
-	if ascii {
+	if isASCII(s) {
+		lower := strings.ToLower(s)
 		// Checking the structure first gives precise messages ("label starts
 		// with '-'") instead of IDNA's terse ones for ordinary mistakes.
+		if p := labelsProblem(lower); p != "" {
+			return "", p
+		}
+		// Letters, digits and hyphens with no "??--" label (which covers
+		// every xn-- A-label) are already what IDNA would make of them:
+		// skip the conversion, the costliest step of a check request. A
+		// test and the host fuzz target compare this with the full path.
+		if !hyphenPair(lower) {
+			return finishHost(lower)
+		}
+	}
+	return canonicalHostIDNA(s)
+}
+
+// hyphenPair reports a label with hyphens in its third and fourth place,
+// the form IDNA reserves (xn-- and future prefixes).
+func hyphenPair(h string) bool {
+	for label := range strings.SplitSeq(h, ".") {
+		if len(label) >= 4 && label[2] == '-' && label[3] == '-' {
+			return true
+		}
+	}
+	return false
+}
+
+// finishHost applies the checks every canonical name passes last.
+func finishHost(h string) (string, string) {
+	if len(h) > maxHostLen {
+		return "", "the host name is longer than 253 characters"
+	}
+	if p := publicProblem(h); p != "" {
+		return "", p
+	}
+	return h, ""
+}
+
+// canonicalHostIDNA is the full path: IDNA mapping and validation, then
+// the structural checks again on its output.
+func canonicalHostIDNA(s string) (string, string) {
+	if isASCII(s) {
 		if p := labelsProblem(strings.ToLower(s)); p != "" {
 			return "", p
 		}
@@ -109,10 +149,7 @@ func canonicalHost(s string) (string, string) {
 	if p := roundTripProblem(h); p != "" {
 		return "", p
 	}
-	if p := publicProblem(h); p != "" {
-		return "", p
-	}
-	return h, ""
+	return finishHost(h)
 }
 
 // shapeProblem catches inputs that are not a bare host at all: URLs, IP

@@ -344,10 +344,18 @@ func FuzzHostPattern(f *testing.F) {
 		"a.com.", "-a.com", "a.123", "https://a.com", "a.com/x", "u@a.com", "a .com",
 		"x.local", "x.onion", "例え.jp", "vendor。com", "*.vendor.com", "0x7f.0x1",
 		strings.Repeat("a", 63) + ".com", maxLenHost(),
+		"ab--cd.com", "XN--BCHER-KVA.DE", "xn--a.com", "a-b.Vendor.COM", "api.vendor.com", "A.B.C.D.example",
 	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
+		if shapeProblem(s) == "" {
+			fh, fp := canonicalHost(s)
+			ih, ip := canonicalHostIDNA(s)
+			if fh != ih || (fp == "") != (ip == "") {
+				t.Fatalf("fast path %q (%q) and IDNA path %q (%q) disagree on %q", fh, fp, ih, ip, s)
+			}
+		}
 		h, err := CanonicalHost(s)
 		var he *HostError
 		if err != nil {

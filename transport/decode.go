@@ -19,8 +19,10 @@ func decodeStrict(body []byte, v any) *apiError {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return badParam(codeInvalidJSON, "", "The request body is empty; send a JSON object.")
 	}
-	if err := scanKeys(body, reflect.TypeOf(v)); err != nil {
-		return err
+	if t := reflect.TypeOf(v); !fastKeysOK(body, t) {
+		if err := scanKeys(body, t); err != nil {
+			return err
+		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
