@@ -34,10 +34,6 @@ type webhookEndpointChange struct {
 	Status        *string   `json:"status"`
 }
 
-type webhookRotate struct {
-	GracePeriodHours *int `json:"grace_period_hours"`
-}
-
 func (s *Server) createWebhookEndpoint(c *call) *apiError {
 	if err := requireJSON(c); err != nil {
 		return err
@@ -126,18 +122,9 @@ func (s *Server) deleteWebhookEndpoint(c *call) *apiError {
 // rotateWebhookSecret answers POST /v1/webhook_endpoints/{id}/rotate_secret.
 // The body is optional; an omitted grace_period_hours is 24.
 func (s *Server) rotateWebhookSecret(c *call) *apiError {
-	grace := actors.DefaultWebhookGraceHours
-	if len(c.ctx.PostBody()) > 0 {
-		if err := requireJSON(c); err != nil {
-			return err
-		}
-		var body webhookRotate
-		if err := decodeStrict(c.ctx.PostBody(), &body); err != nil {
-			return err
-		}
-		if body.GracePeriodHours != nil {
-			grace = *body.GracePeriodHours
-		}
+	grace, aerr := graceHours(c, actors.DefaultWebhookGraceHours)
+	if aerr != nil {
+		return aerr
 	}
 	ctx, cancel := requestContext(10 * time.Second)
 	defer cancel()
