@@ -31,15 +31,7 @@ func newApprovalFixture(t *testing.T) *approvalFixture {
 	}
 	owner, _ := h.sys.Authenticate(oc.Keys[actors.EnvTest])
 	trusted := []string{"api.vendor.com"}
-	ag, _, err := h.sys.CreateAgent(ctx, owner, "a", &policy.RulesInput{TrustedDestinations: &trusted})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := h.sys.CreateAgentKey(ctx, owner, ag.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent, _ := h.sys.Authenticate(k.Secret)
+	agent := guardtest.AgentPrincipal(t, h.sys, owner, "a", &policy.RulesInput{TrustedDestinations: &trusted})
 	return &approvalFixture{h: h, owner: owner, agent: agent}
 }
 

@@ -58,19 +58,8 @@ func TestReadsShowOnlyDurableState(t *testing.T) {
 		t.Fatal(err)
 	}
 	owner, _ := sys.Authenticate(oc.Keys[actors.EnvTest])
-	agentKey := func(name string) actors.Principal {
-		ag, _, err := sys.CreateAgent(ctx, owner, name, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		key, err := sys.CreateAgentKey(ctx, owner, ag.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, _ := sys.Authenticate(key.Secret)
-		return p
-	}
-	payer, reader := agentKey("payer"), agentKey("reader")
+	payer := guardtest.AgentPrincipal(t, sys, owner, "payer", nil)
+	reader := guardtest.AgentPrincipal(t, sys, owner, "reader", nil)
 	if _, err := sys.Balance(ctx, reader); err != nil { // activated before the gate closes
 		t.Fatal(err)
 	}

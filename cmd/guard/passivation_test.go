@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentpay/guard/actors"
 	"github.com/agentpay/guard/cmd/wire"
+	"github.com/agentpay/guard/internal/guardtest"
 	"github.com/agentpay/guard/policy"
 )
 
@@ -41,19 +42,8 @@ func TestAgentPassivatesAfterUnknownOutcome(t *testing.T) {
 	}
 	trusted := []string{"api.vendor.com"}
 	perSpend, daily, monthly := "100.00", "500.00", "5000.00"
-	ag, _, err := sys.CreateAgent(ctx, owner, "agent", &policy.RulesInput{TrustedDestinations: &trusted,
+	agent := guardtest.AgentPrincipal(t, sys, owner, "agent", &policy.RulesInput{TrustedDestinations: &trusted,
 		PerSpendLimit: &perSpend, ApprovalOver: &perSpend, DailyCap: &daily, MonthlyCap: &monthly})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := sys.CreateAgentKey(ctx, owner, ag.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent, err := sys.Authenticate(key.Secret)
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	// 98.00 is the practice amount whose outcome is unknown at first; the
 	// service verifies it a couple of seconds later and it settles.

@@ -66,19 +66,8 @@ func TestApprovalNoticeSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	over, limit, trusted := "5.00", "100.00", []string{"api.vendor.com"}
-	ag, _, err := sys.CreateAgent(ctx, owner, "buyer", &policy.RulesInput{ApprovalOver: &over, PerSpendLimit: &limit,
+	agent := guardtest.AgentPrincipal(t, sys, owner, "buyer", &policy.RulesInput{ApprovalOver: &over, PerSpendLimit: &limit,
 		TrustedDestinations: &trusted})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := sys.CreateAgentKey(ctx, owner, ag.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent, err := sys.Authenticate(key.Secret)
-	if err != nil {
-		t.Fatal(err)
-	}
 	r, err := sys.CreateSpend(ctx, agent, actors.SpendInput{Amount: policy.MustAmount("12.50"), Currency: "usdc",
 		Destination: "api.vendor.com", Resource: policy.Resource{Host: "api.vendor.com", Path: "/report", Method: "GET"},
 		URL: "https://api.vendor.com/report", IdempotencyKey: "restart-1"})
