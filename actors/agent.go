@@ -237,6 +237,10 @@ func (a *agentActor) subject() policy.Subject {
 // timeout once it fires, and an actor that missed its chance would
 // otherwise stay activated forever.
 func (a *agentActor) maybePassivate(ctx actor.Context) {
+	if a.entry.readSince.Swap(false) {
+		ctx.SetReceiveTimeout(a.sys.cfg.IdleTimeout) // read since the last check: in use
+		return
+	}
 	if a.canPassivate() && a.sys.passivate(a.id, a.entry, a.received) {
 		ctx.Stop(ctx.Self())
 		return

@@ -262,6 +262,20 @@ type agentEntry struct {
 	sent atomic.Uint64
 	// view is the agent's latest published snapshot, for reads.
 	view atomic.Pointer[agentView]
+	// readSince is set by every read answered from view and cleared by the
+	// actor's idle check: an agent that is only read (an agent polling its
+	// balance) is in use, and passivating it would only mean reloading it
+	// from disk on the next read.
+	readSince atomic.Bool
+}
+
+// markRead records a read of the agent's snapshot. It writes only when the
+// flag is clear, so a hot agent read from many cores does not bounce the
+// cache line on every request.
+func (e *agentEntry) markRead() {
+	if !e.readSince.Load() {
+		e.readSince.Store(true)
+	}
 }
 
 // send delivers msg to the agent's actor, activating it when needed. The

@@ -55,7 +55,11 @@ func (s *System) view(agentID string) *agentView {
 	if !ok {
 		return nil
 	}
-	return e.view.Load()
+	v := e.view.Load()
+	if v != nil {
+		e.markRead()
+	}
+	return v
 }
 
 // readView returns a snapshot, activating the agent through its mailbox

@@ -81,3 +81,54 @@ func TestAgentPassivatesAfterUnknownOutcome(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestReadsKeepAgentActivated: an agent that only reads (polls its balance)
+// is in use. Passivating it would reload its history from disk on the next
+// read, over and over; it must stay activated while it is read and
+// passivate once the reads stop.
+func TestReadsKeepAgentActivated(t *testing.T) {
+	const idle = 200 * time.Millisecond
+	cfg := wire.Defaults()
+	cfg.Data = t.TempDir()
+	cfg.IdleTimeout = idle
+	svc, err := wire.Open(cfg, wire.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Shutdown(context.Background()) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sys := svc.System()
+	oc, err := sys.CreateOwner(ctx, "Owner", "owner@reads.invalid", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := sys.Authenticate(oc.Keys[actors.EnvTest])
+	if err != nil {
+		t.Fatal(err)
+	}
+	trusted := []string{"api.vendor.com"}
+	agent := guardtest.AgentPrincipal(t, sys, owner, "agent", &policy.RulesInput{TrustedDestinations: &trusted})
+
+	tick := time.NewTicker(idle / 10)
+	defer tick.Stop()
+	if _, err := sys.Balance(ctx, agent); err != nil { // activates it
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(8 * idle); time.Now().Before(end); <-tick.C {
+		// Looked at before the read, which would activate it again.
+		if n := sys.ActiveAgents(); n != 1 {
+			t.Fatalf("%d agent actors active while the agent is read every %s (idle timeout %s), want 1", n, idle/10, idle)
+		}
+		if _, err := sys.Balance(ctx, agent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * idle)
+	for sys.ActiveAgents() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("agent still active %s after its reads stopped (idle timeout %s)", 10*idle, idle)
+		}
+		<-tick.C
+	}
+}
