@@ -20,26 +20,7 @@ import (
 // moment has to arm it again, or it stays in memory for good.
 func TestAgentPassivatesAfterUnknownOutcome(t *testing.T) {
 	const idle = 300 * time.Millisecond
-	cfg := wire.Defaults()
-	cfg.Data = t.TempDir()
-	cfg.IdleTimeout = idle
-	svc, err := wire.Open(cfg, wire.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svc.Shutdown(context.Background()) })
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	sys := svc.System()
-
-	oc, err := sys.CreateOwner(ctx, "Owner", "owner@passivation.invalid", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	owner, err := sys.Authenticate(oc.Keys[actors.EnvTest])
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, sys, owner := openWithIdleTimeout(t, idle)
 	trusted := []string{"api.vendor.com"}
 	perSpend, daily, monthly := "100.00", "500.00", "5000.00"
 	agent := guardtest.AgentPrincipal(t, sys, owner, "agent", &policy.RulesInput{TrustedDestinations: &trusted,
@@ -88,25 +69,7 @@ func TestAgentPassivatesAfterUnknownOutcome(t *testing.T) {
 // passivate once the reads stop.
 func TestReadsKeepAgentActivated(t *testing.T) {
 	const idle = 200 * time.Millisecond
-	cfg := wire.Defaults()
-	cfg.Data = t.TempDir()
-	cfg.IdleTimeout = idle
-	svc, err := wire.Open(cfg, wire.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svc.Shutdown(context.Background()) })
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	sys := svc.System()
-	oc, err := sys.CreateOwner(ctx, "Owner", "owner@reads.invalid", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	owner, err := sys.Authenticate(oc.Keys[actors.EnvTest])
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, sys, owner := openWithIdleTimeout(t, idle)
 	trusted := []string{"api.vendor.com"}
 	agent := guardtest.AgentPrincipal(t, sys, owner, "agent", &policy.RulesInput{TrustedDestinations: &trusted})
 
@@ -131,4 +94,30 @@ func TestReadsKeepAgentActivated(t *testing.T) {
 		}
 		<-tick.C
 	}
+}
+
+// openWithIdleTimeout opens a service whose agents passivate after idle,
+// with one practice owner.
+func openWithIdleTimeout(t *testing.T, idle time.Duration) (context.Context, *actors.System, actors.Principal) {
+	t.Helper()
+	cfg := wire.Defaults()
+	cfg.Data = t.TempDir()
+	cfg.IdleTimeout = idle
+	svc, err := wire.Open(cfg, wire.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Shutdown(context.Background()) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	sys := svc.System()
+	oc, err := sys.CreateOwner(ctx, "Owner", "owner@passivation.invalid", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := sys.Authenticate(oc.Keys[actors.EnvTest])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, sys, owner
 }
