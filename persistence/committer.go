@@ -1,10 +1,7 @@
 package persistence
 
 import (
-	"bytes"
 	"fmt"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -17,20 +14,20 @@ type committerState struct {
 	last uint64 // LSN of the newest durable record
 }
 
-// ckptState is shared by the committer, which hands it durable records and
-// counts resolved ones, and the checkpointer, which folds them.
+// ckptState is shared by the committer, which reports durable and resolved
+// records, and the checkpointer, which folds them.
 type ckptState struct {
 	mu            sync.Mutex
-	last          uint64       // LSN of the newest durable record
-	applied       uint64       // LSN of the newest record folded into the buckets
-	pending       []pendingRec // durable, not yet folded: LSNs applied+1..last in order
-	processed     uint64       // records resolved (committed or failed); compared with Store.enqueued
-	target        uint64       // a checkpoint is under way while target > applied
-	backoff       bool         // a checkpoint failed: no automatic retry before the next tick
-	waiting       []*ckptReq   // Checkpoint calls not yet answered
-	committerDone bool         // the committer has drained the queue for Close
+	last          uint64     // LSN of the newest durable record
+	applied       uint64     // LSN of the newest record folded into the buckets
+	processed     uint64     // records resolved (committed or failed); compared with Store.enqueued
+	target        uint64     // a checkpoint is under way while target > applied
+	backoff       bool       // a checkpoint failed: no automatic retry before the next tick
+	waiting       []*ckptReq // Checkpoint calls not yet answered
+	committerDone bool       // the committer has drained the queue for Close
 }
 
+// pendingRec is a durable record read back from the journal by Open.
 type pendingRec struct {
 	lsn uint64
 	ops []Op
@@ -147,19 +144,22 @@ func (s *Store) commit(seg *segment) {
 	if int64(n) > s.stats.maxBatch.Load() {
 		s.stats.maxBatch.Store(int64(n))
 	}
+	k := &s.ck
+	k.mu.Lock()
+	// The overlay update is queued under ck.mu, together with the new
+	// k.last: a seal the checkpointer queues after reading k.last then
+	// follows the update of every record up to it, so the generation it
+	// closes holds them all, and no generation ever holds a record beyond
+	// k.last.
 	s.pub <- func() {
 		s.ov.mu.Lock()
 		for i, it := range seg.items {
 			s.ov.apply(it.ops, first+uint64(i))
 		}
+		s.ov.sealFull()
 		s.ov.mu.Unlock()
 		seg.comp.first = first
 		close(seg.comp.done)
-	}
-	k := &s.ck
-	k.mu.Lock()
-	for i, it := range seg.items {
-		k.pending = append(k.pending, pendingRec{lsn: first + uint64(i), ops: it.ops})
 	}
 	k.last = s.c.last
 	k.processed += uint64(n)
@@ -316,37 +316,46 @@ func (s *Store) answerRequests(err error) {
 	}
 }
 
-// checkpointChunk folds up to s.chunk pending records (never beyond the
-// current target) into the entity buckets, advancing applied_lsn in the same
-// transaction; then the publisher drops from the overlay the entries whose
-// latest write is now in the buckets, and journal segments holding only
-// folded records are deleted.
+// checkpointChunk folds the oldest overlay generation that is not folded yet
+// into the entity buckets, advancing applied_lsn to its last record in the
+// same transaction; then the publisher drops the generation from the
+// overlay, and journal segments holding only folded records are deleted.
+// When every sealed generation is folded, it first has the publisher seal
+// the open one, behind the updates of all records up to the target.
 func (s *Store) checkpointChunk() error {
 	k := &s.ck
 	k.mu.Lock()
-	n := 0
-	for n < len(k.pending) && n < s.chunk && k.pending[n].lsn <= k.target {
-		n++
+	applied := k.applied
+	k.mu.Unlock()
+	g := s.ov.sealedAfter(applied)
+	if g == nil {
+		sealed := make(chan struct{})
+		s.pub <- func() {
+			s.ov.mu.Lock()
+			s.ov.seal()
+			s.ov.mu.Unlock()
+			close(sealed)
+		}
+		<-sealed
+		g = s.ov.sealedAfter(applied)
 	}
-	if n == 0 {
+	if g == nil {
+		// Every durable record is folded: the target is reached.
+		k.mu.Lock()
 		k.target = k.applied
 		s.answerRequests(nil)
 		k.mu.Unlock()
 		return nil
 	}
-	// The committer only appends to pending and only the checkpointer
-	// removes from it, so these n entries stay put until compacted below.
-	recs := k.pending[:n:n]
-	k.mu.Unlock()
 
-	upTo := recs[n-1].lsn
+	upTo := g.last
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		if h := s.hooks.checkpoint; h != nil {
 			if err := h(); err != nil {
 				return err
 			}
 		}
-		if err := applyOps(tx, make(map[string]*bolt.Bucket), finalOps(recs)); err != nil {
+		if err := g.fold(tx); err != nil {
 			return err
 		}
 		return putApplied(tx, upTo)
@@ -364,18 +373,11 @@ func (s *Store) checkpointChunk() error {
 		k.mu.Unlock()
 		return err
 	}
-	// The publisher trims the overlay, after the updates of these records
-	// (queued before the committer handed them over) and before any answer
-	// to a Checkpoint call that this fold satisfies (queued below).
-	folded := make([][]Op, n)
-	for i, r := range recs {
-		folded[i] = r.ops
-	}
+	// The publisher drops the generation before any answer to a
+	// Checkpoint call that this fold satisfies (queued below).
 	s.pub <- func() {
 		s.ov.mu.Lock()
-		for _, ops := range folded {
-			s.ov.drop(ops, upTo)
-		}
+		s.ov.drop(g)
 		s.ov.mu.Unlock()
 		if h := s.hooks.trimmed; h != nil {
 			h(upTo)
@@ -386,9 +388,6 @@ func (s *Store) checkpointChunk() error {
 	s.wal.deleteThrough(upTo)
 	k.mu.Lock()
 	k.applied = upTo
-	rest := copy(k.pending, k.pending[n:])
-	clear(k.pending[rest:])
-	k.pending = k.pending[:rest]
 	s.stats.checkpoints.Add(1)
 	s.stats.appliedLSN.Store(upTo)
 	s.answerRequests(nil)
@@ -428,36 +427,4 @@ func (s *Store) shutdown() {
 			}
 		}
 	}
-}
-
-// finalOps reduces the records of a checkpoint chunk to the last write of
-// each key, sorted by bucket and key. Only the final state of a key matters
-// to the buckets, and a spend writes the same keys (the spend, its agent's
-// counters, its environment) at every step, so most writes of a chunk are
-// superseded inside it; sorted keys let bbolt visit each page once.
-func finalOps(recs []pendingRec) []Op {
-	n := 0
-	for _, r := range recs {
-		n += len(r.ops)
-	}
-	last := make(map[string]int, n)
-	all := make([]Op, 0, n)
-	for _, r := range recs {
-		for _, op := range r.ops {
-			k := op.Bucket + "\x00" + string(op.Key)
-			if i, ok := last[k]; ok {
-				all[i] = op
-				continue
-			}
-			last[k] = len(all)
-			all = append(all, op)
-		}
-	}
-	slices.SortFunc(all, func(a, b Op) int {
-		if c := strings.Compare(a.Bucket, b.Bucket); c != 0 {
-			return c
-		}
-		return bytes.Compare(a.Key, b.Key)
-	})
-	return all
 }

@@ -31,19 +31,23 @@
 // map from (bucket, key) to the latest value or tombstone, and only then are
 // its tickets resolved. Reads (Get, Scan) consult the overlay first and the
 // entity buckets second, so they see every durable record at once, before
-// any checkpoint.
+// any checkpoint. The overlay is a short list of generations: records are
+// applied to the newest, open one, and sealing it opens a new one. Where
+// generations hold the same key, the newest holds its latest write.
 //
 // A checkpoint folds durable records into the entity buckets. It runs on its
 // own goroutine, the only writer of the bbolt file, concurrently with group
-// commits, which therefore never wait for it. In one bbolt transaction it
-// applies the last write of each key among records applied_lsn+1..n and sets
-// applied_lsn = n; afterwards the overlay entries whose latest write is at or
-// below n are dropped (an entry rewritten by a later record stays), and the
+// commits, which therefore never wait for it. It seals the open generation
+// and folds the sealed ones, oldest first, each in one bbolt transaction:
+// the generation's entries (the last write of each key among its records
+// m..n, where m = applied_lsn+1), in bucket and key order, and applied_lsn =
+// n. Afterwards the generation is dropped from the overlay whole (a key
+// rewritten by a later record lives on in a newer generation), and the
 // segment files whose records are all at or below n are deleted.
 // Checkpoints run every Options.CheckpointInterval, as soon as more than
 // Options.CheckpointRecords records await folding, on Checkpoint, and on
-// Close; a long backlog is folded in chunks of a bounded number of records,
-// one transaction each.
+// Close; a generation is sealed as soon as it holds a bounded number of
+// records, so a long backlog is folded in several transactions.
 //
 // Open recovers: it reads the segments in LSN order, checking every frame's
 // checksum and the continuity of LSNs, and folds the records after
@@ -79,13 +83,15 @@
 // the already-encoded record on the queue; it blocks only when Options.MaxBatch
 // * 4 records are queued (back-pressure). The committer is the only writer of
 // the journal and the checkpointer the only writer of the bbolt file; they
-// share only a short mutex over the list of durable records awaiting
-// folding. The overlay updates, ticket resolution, overlay trimming,
-// Checkpoint answers and OnFailure launches are carried out, in order, by a
-// third goroutine, the publisher, so the committer can start the next write
-// while the previous batch is being published. A batch's overlay update is
-// queued before the checkpointer can see the batch, so the trimming after a
-// fold always follows the updates it undoes.
+// share only a short mutex over the LSNs of the durable and the folded
+// records. The overlay updates, ticket resolution, sealing and dropping of
+// generations, Checkpoint answers and OnFailure launches are carried out,
+// in order, by a third goroutine, the publisher, so the committer can start
+// the next write while the previous batch is being published. A batch's
+// overlay update is queued before the checkpointer can see the batch, so a
+// seal it asks for follows the updates of every record it wants folded, and
+// the checkpointer reads a sealed generation without a lock: nothing writes
+// it any more.
 //
 // Get takes the overlay's read lock for a map lookup and, on a miss, a short
 // bbolt read transaction. No lock that readers need is held during an fsync.

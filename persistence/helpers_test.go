@@ -89,8 +89,10 @@ func dumpStore(t testing.TB, s *Store) dump {
 	t.Helper()
 	names := map[string]bool{}
 	s.ov.mu.RLock()
-	for name := range s.ov.buckets {
-		names[name] = true
+	for _, g := range s.ov.gens {
+		for name := range g.buckets {
+			names[name] = true
+		}
 	}
 	s.ov.mu.RUnlock()
 	err := s.db.View(func(tx *bolt.Tx) error {

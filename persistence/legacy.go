@@ -78,7 +78,7 @@ func (s *Store) legacyChunk(applied *uint64) (int, error) {
 		if len(keys) == 0 {
 			return nil
 		}
-		if err := applyOps(tx, make(map[string]*bolt.Bucket), finalOps(recs)); err != nil {
+		if err := genOf(recs).fold(tx); err != nil {
 			return err
 		}
 		if err := putApplied(tx, *applied); err != nil {

@@ -47,8 +47,9 @@ type Store struct {
 	// maxQueued bounds the records waiting for the committer; Append blocks
 	// (back-pressure) while the queue is full.
 	maxQueued int
-	// chunk is the number of records folded per checkpoint transaction,
-	// which bounds the memory and the size of one bbolt transaction.
+	// chunk bounds the records folded per bbolt transaction (an overlay
+	// generation is sealed once it holds that many; recovery folds that
+	// many at a time), and so the memory and size of one transaction.
 	chunk int
 	wal   *wal
 
@@ -141,7 +142,6 @@ func Open(opts Options) (*Store, error) {
 		log:         opts.Logger,
 		hooks:       opts.hooks,
 		commitFault: opts.CommitFault,
-		ov:          newOverlay(),
 		maxQueued:   4 * opts.MaxBatch,
 		chunk:       min(max(2*opts.MaxBatch, 256), 8192),
 		wake:        make(chan struct{}, 1),
@@ -154,6 +154,7 @@ func Open(opts Options) (*Store, error) {
 	if opts.hooks.chunkRecords > 0 {
 		s.chunk = opts.hooks.chunkRecords
 	}
+	s.ov = newOverlay(s.chunk)
 	s.space = sync.NewCond(&s.mu)
 	s.gen.Store(1)
 	if err := s.recover(); err != nil {
@@ -227,7 +228,7 @@ func (s *Store) recover() error {
 		n := min(len(recs), s.chunk)
 		chunk := recs[:n]
 		err := s.db.Update(func(tx *bolt.Tx) error {
-			if err := applyOps(tx, make(map[string]*bolt.Bucket), finalOps(chunk)); err != nil {
+			if err := genOf(chunk).fold(tx); err != nil {
 				return err
 			}
 			return putApplied(tx, chunk[n-1].lsn)
@@ -260,34 +261,15 @@ func readApplied(m *bolt.Bucket) (uint64, error) {
 	return 0, fmt.Errorf("%w: applied_lsn has %d bytes", ErrCorruptRecord, len(v))
 }
 
-// applyOps writes ops into their entity buckets, creating buckets on first
-// use; buckets caches the handles for the transaction.
-func applyOps(tx *bolt.Tx, buckets map[string]*bolt.Bucket, ops []Op) error {
-	for _, op := range ops {
-		b := buckets[op.Bucket]
-		if b == nil {
-			var err error
-			if b, err = tx.CreateBucketIfNotExists([]byte(op.Bucket)); err != nil {
-				return fmt.Errorf("bucket %q: %w", op.Bucket, err)
-			}
-			// Pages are split 90% full instead of bbolt's 50%: entity
-			// keys of this service mostly grow (ledger entries,
-			// idempotency keys), and half-empty pages would double the
-			// pages every checkpoint writes. Random keys lose little.
-			b.FillPercent = entityFillPercent
-			buckets[op.Bucket] = b
-		}
-		var err error
-		if op.Delete {
-			err = b.Delete(op.Key)
-		} else {
-			err = b.Put(op.Key, op.Value)
-		}
-		if err != nil {
-			return fmt.Errorf("bucket %q: %w", op.Bucket, err)
-		}
+// genOf collects records read back from the journal into an overlay
+// generation, which folds them like a checkpoint: the last write of each
+// key, in bucket and key order.
+func genOf(recs []pendingRec) *ovGen {
+	g := newOvGen()
+	for _, r := range recs {
+		g.apply(r.ops, r.lsn)
 	}
-	return nil
+	return g
 }
 
 func putApplied(tx *bolt.Tx, lsn uint64) error {
