@@ -49,7 +49,11 @@ type Store struct {
 	maxQueued int
 	// chunk bounds the records folded per bbolt transaction (an overlay
 	// generation is sealed once it holds that many; recovery folds that
-	// many at a time), and so the memory and size of one transaction.
+	// many at a time), and so the memory and size of one transaction. It
+	// is large enough for a timer tick's records at high load to fold in
+	// one transaction: each costs two fsyncs and a rewrite of the pages it
+	// touches, and the more records it folds, the more of their writes are
+	// to the same keys (a spend, its agent's ledger) and are written once.
 	chunk int
 	wal   *wal
 
@@ -143,7 +147,7 @@ func Open(opts Options) (*Store, error) {
 		hooks:       opts.hooks,
 		commitFault: opts.CommitFault,
 		maxQueued:   4 * opts.MaxBatch,
-		chunk:       min(max(2*opts.MaxBatch, 256), 8192),
+		chunk:       min(max(16*opts.MaxBatch, 256), 8192),
 		wake:        make(chan struct{}, 1),
 		ckWake:      make(chan struct{}, 1),
 		ckDone:      make(chan struct{}),
