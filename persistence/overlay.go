@@ -43,17 +43,19 @@ type ovGen struct {
 	records int    // records applied to it
 	entries int    // keys held
 	buckets map[string]*ovList
+	// sizes holds the entries per bucket of the generation before, whose
+	// successor most likely needs as many: its maps start at that size
+	// instead of growing step by step. A copy, so that a dropped
+	// generation is not kept alive by the next one.
+	sizes map[string]int
 }
 
+// ovNode is one key's latest write in a generation. The tree and the index
+// share it, so an overwrite updates it in place.
 type ovNode struct {
-	key  string
-	val  []byte // nil for a tombstone
-	del  bool   // tombstone: the key is deleted even if the bucket has it
-	prev *ovNode
-	next []*ovNode
-	// tower backs next for the ~94% of nodes with at most two levels,
-	// saving an allocation per entry.
-	tower [2]*ovNode
+	key string
+	val []byte // nil for a tombstone
+	del bool   // tombstone: the key is deleted even if the bucket has it
 }
 
 // ovEntry is a copied-out view of an overlay entry, used by scans.
@@ -63,32 +65,31 @@ type ovEntry struct {
 	del bool
 }
 
-// maxLevel suits far more entries than a generation ever holds (branching
-// factor 4: 4^16 entries).
-const maxLevel = 16
-
-// ovList is one bucket's entries in one generation. Entries are only ever
-// added or overwritten: a generation is dropped whole.
+// ovList is one bucket's entries in one generation: a map for point reads
+// and a tree for order. Entries are only ever added or overwritten: a
+// generation is dropped whole.
 type ovList struct {
-	head  ovNode // sentinel; head.next has maxLevel slots
-	tail  *ovNode
-	level int
+	tree  ovTree
 	index map[string]*ovNode
-	rnd   uint64
 }
 
 func newOverlay(sealAt int) *overlay {
-	return &overlay{gens: []*ovGen{newOvGen()}, sealAt: sealAt}
+	return &overlay{gens: []*ovGen{newOvGen(nil)}, sealAt: sealAt}
 }
 
-func newOvGen() *ovGen {
-	return &ovGen{buckets: make(map[string]*ovList)}
+func newOvGen(prev *ovGen) *ovGen {
+	g := &ovGen{buckets: make(map[string]*ovList)}
+	if prev != nil {
+		g.sizes = make(map[string]int, len(prev.buckets))
+		for name, l := range prev.buckets {
+			g.sizes[name] = len(l.index)
+		}
+	}
+	return g
 }
 
-func newOvList() *ovList {
-	l := &ovList{level: 1, index: make(map[string]*ovNode), rnd: 0x9e3779b97f4a7c15}
-	l.head.next = make([]*ovNode, maxLevel)
-	return l
+func newOvList(size int) *ovList {
+	return &ovList{index: make(map[string]*ovNode, size)}
 }
 
 // apply records the ops of the record with the given LSN in the open
@@ -108,8 +109,8 @@ func (o *overlay) sealFull() {
 // seal closes the open generation, unless it is empty, and opens a new one.
 // Caller holds mu.
 func (o *overlay) seal() {
-	if o.gens[len(o.gens)-1].records > 0 {
-		o.gens = append(o.gens, newOvGen())
+	if g := o.gens[len(o.gens)-1]; g.records > 0 {
+		o.gens = append(o.gens, newOvGen(g))
 	}
 }
 
@@ -217,7 +218,7 @@ func (g *ovGen) apply(ops []Op, lsn uint64) int {
 		if l == nil || op.Bucket != name {
 			name = op.Bucket
 			if l = g.buckets[name]; l == nil {
-				l = newOvList()
+				l = newOvList(g.sizes[name])
 				g.buckets[name] = l
 			}
 		}
@@ -229,7 +230,9 @@ func (g *ovGen) apply(ops []Op, lsn uint64) int {
 		// is never written after encoding, so it is as immutable as a
 		// string, and the entry needs no copy of its own.
 		key := unsafe.String(unsafe.SliceData(op.Key), len(op.Key))
-		l.insert(&ovNode{key: key, val: op.Value, del: op.Delete})
+		n := &ovNode{key: key, val: op.Value, del: op.Delete}
+		l.tree.insert(n)
+		l.index[key] = n
 		added++
 	}
 	g.last = lsn
@@ -280,9 +283,10 @@ func (g *ovGen) walk(fn func(bucket string, start bool, n *ovNode) error) error 
 	}
 	slices.Sort(names)
 	for _, name := range names {
+		t := &g.buckets[name].tree
 		start := true
-		for n := g.buckets[name].head.next[0]; n != nil; n = n.next[0] {
-			if err := fn(name, start, n); err != nil {
+		for p := t.first(); p.ok(); p = t.next(p) {
+			if err := fn(name, start, p.entry()); err != nil {
 				return err
 			}
 			start = false
@@ -294,102 +298,37 @@ func (g *ovGen) walk(fn func(bucket string, start bool, n *ovNode) error) error 
 // collect copies out, in scan order, the entries within the bounds.
 func (l *ovList) collect(b bounds, reverse bool) []ovEntry {
 	var out []ovEntry
+	t := &l.tree
 	if !reverse {
-		for n := l.seekGE(string(b.start())); n != nil && b.belowUpper(n.key); n = n.next[0] {
+		for p := t.seekGE(string(b.start())); p.ok() && b.belowUpper(p.key()); p = t.next(p) {
+			n := p.entry()
 			out = append(out, ovEntry{key: n.key, val: n.val, del: n.del})
 		}
 		return out
 	}
-	for n := l.reverseStart(b); n != nil && n.key >= string(b.prefix); n = n.prev {
+	for p := l.reverseStart(b); p.ok() && p.key() >= string(b.prefix); p = t.prev(p) {
+		n := p.entry()
 		out = append(out, ovEntry{key: n.key, val: n.val, del: n.del})
 	}
 	return out
 }
 
-// seekGE returns the first node with key >= k, or nil.
-func (l *ovList) seekGE(k string) *ovNode {
-	x := &l.head
-	for i := l.level - 1; i >= 0; i-- {
-		for x.next[i] != nil && x.next[i].key < k {
-			x = x.next[i]
-		}
-	}
-	return x.next[0]
-}
-
-// seekLT returns the last node with key < k, or nil.
-func (l *ovList) seekLT(k string) *ovNode {
-	if n := l.seekGE(k); n != nil {
-		return n.prev
-	}
-	return l.tail
-}
-
-// reverseStart returns the greatest node that is <= b.from (when set) and
-// < b.upper (when set).
-func (l *ovList) reverseStart(b bounds) *ovNode {
+// reverseStart returns the greatest position that is <= b.from (when set)
+// and < b.upper (when set).
+func (l *ovList) reverseStart(b bounds) treePos {
+	t := &l.tree
 	if b.from != nil && b.belowUpper(string(b.from)) {
-		n := l.seekGE(string(b.from))
-		if n == nil {
-			return l.tail
+		p := t.seekGE(string(b.from))
+		if !p.ok() {
+			return t.lastPos()
 		}
-		if n.key == string(b.from) {
-			return n
+		if p.key() == string(b.from) {
+			return p
 		}
-		return n.prev
+		return t.prev(p)
 	}
 	if b.upper != nil {
-		return l.seekLT(string(b.upper))
+		return t.seekLT(string(b.upper))
 	}
-	return l.tail
-}
-
-func (l *ovList) randomLevel() int {
-	// xorshift64: the list only needs a cheap, roughly geometric spread.
-	l.rnd ^= l.rnd << 13
-	l.rnd ^= l.rnd >> 7
-	l.rnd ^= l.rnd << 17
-	r, lvl := l.rnd, 1
-	for lvl < maxLevel && r&3 == 0 {
-		lvl++
-		r >>= 2
-	}
-	return lvl
-}
-
-// insert links a node whose key is not yet present.
-func (l *ovList) insert(n *ovNode) {
-	var update [maxLevel]*ovNode
-	x := &l.head
-	for i := l.level - 1; i >= 0; i-- {
-		for x.next[i] != nil && x.next[i].key < n.key {
-			x = x.next[i]
-		}
-		update[i] = x
-	}
-	lvl := l.randomLevel()
-	for i := l.level; i < lvl; i++ {
-		update[i] = &l.head
-	}
-	if lvl > l.level {
-		l.level = lvl
-	}
-	if lvl <= len(n.tower) {
-		n.next = n.tower[:lvl]
-	} else {
-		n.next = make([]*ovNode, lvl)
-	}
-	for i := range lvl {
-		n.next[i] = update[i].next[i]
-		update[i].next[i] = n
-	}
-	if update[0] != &l.head {
-		n.prev = update[0]
-	}
-	if n.next[0] != nil {
-		n.next[0].prev = n
-	} else {
-		l.tail = n
-	}
-	l.index[n.key] = n
+	return t.lastPos()
 }

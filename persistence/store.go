@@ -269,7 +269,7 @@ func readApplied(m *bolt.Bucket) (uint64, error) {
 // generation, which folds them like a checkpoint: the last write of each
 // key, in bucket and key order.
 func genOf(recs []pendingRec) *ovGen {
-	g := newOvGen()
+	g := newOvGen(nil)
 	for _, r := range recs {
 		g.apply(r.ops, r.lsn)
 	}
