@@ -27,10 +27,11 @@ type ckptState struct {
 	committerDone bool       // the committer has drained the queue for Close
 }
 
-// pendingRec is a durable record read back from the journal by Open.
+// pendingRec is a durable record read back from the journal by Open: its
+// encoding, checked by DecodeRecord, in a buffer that nothing changes.
 type pendingRec struct {
 	lsn uint64
-	ops []Op
+	enc []byte
 }
 
 // ckptReq is one Checkpoint call. It covers every record accepted before
@@ -154,7 +155,7 @@ func (s *Store) commit(seg *segment) {
 	s.pub <- func() {
 		s.ov.mu.Lock()
 		for i, it := range seg.items {
-			s.ov.apply(it.ops, first+uint64(i))
+			s.ov.apply(it.enc, first+uint64(i))
 		}
 		s.ov.sealFull()
 		s.ov.mu.Unlock()

@@ -65,14 +65,13 @@ func (s *Store) legacyChunk(applied *uint64) (int, error) {
 			if lsn != *applied+1 {
 				return fmt.Errorf("%w: journal LSN %d follows %d", ErrCorruptRecord, lsn, *applied)
 			}
-			// DecodeRecord copies, which matters: a value read from the
-			// mmap must not be handed to Put in the same transaction,
-			// since a remap during commit would invalidate it.
-			rec, err := DecodeRecord(v)
-			if err != nil {
+			if _, err := DecodeRecord(v); err != nil {
 				return fmt.Errorf("journal LSN %d: %w", lsn, err)
 			}
-			recs = append(recs, pendingRec{lsn: lsn, ops: rec.Ops})
+			// A copy: a value read from the mmap must not be handed to
+			// Put in the same transaction, since a remap during commit
+			// would invalidate it.
+			recs = append(recs, pendingRec{lsn: lsn, enc: bytes.Clone(v)})
 			*applied = lsn
 		}
 		if len(keys) == 0 {

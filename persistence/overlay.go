@@ -48,6 +48,7 @@ type ovGen struct {
 	// instead of growing step by step. A copy, so that a dropped
 	// generation is not kept alive by the next one.
 	sizes map[string]int
+	slab  []ovNode // backs the next entries; see node
 }
 
 // ovNode is one key's latest write in a generation. The tree and the index
@@ -92,10 +93,10 @@ func newOvList(size int) *ovList {
 	return &ovList{index: make(map[string]*ovNode, size)}
 }
 
-// apply records the ops of the record with the given LSN in the open
-// generation. Caller holds mu.
-func (o *overlay) apply(ops []Op, lsn uint64) {
-	o.size.Add(int64(o.gens[len(o.gens)-1].apply(ops, lsn)))
+// apply records the ops of the record with the given LSN and encoding in
+// the open generation. Caller holds mu.
+func (o *overlay) apply(enc []byte, lsn uint64) {
+	o.size.Add(int64(o.gens[len(o.gens)-1].apply(enc, lsn)))
 }
 
 // sealFull seals the open generation once it holds sealAt records. The
@@ -207,30 +208,35 @@ func mergeEntries(newer, older []ovEntry, reverse bool) []ovEntry {
 // present in several generations counts once for each.
 func (o *overlay) entries() int { return int(o.size.Load()) }
 
-// apply records the ops of the record with the given LSN and returns the
-// number of entries it added.
-func (g *ovGen) apply(ops []Op, lsn uint64) int {
+// apply records the ops of the record with the given LSN and encoding (a
+// valid one, never changed afterwards) and returns the number of entries it
+// added.
+func (g *ovGen) apply(enc []byte, lsn uint64) int {
 	added := 0
 	var l *ovList
 	var name string
-	for _, op := range ops {
+	r := readOps(enc)
+	for {
+		bucket, key, val, del, ok := r.next()
+		if !ok {
+			break
+		}
 		// Records mostly touch a few buckets, often several ops in a row.
-		if l == nil || op.Bucket != name {
-			name = op.Bucket
+		if l == nil || bucket != name {
+			name = bucket
 			if l = g.buckets[name]; l == nil {
 				l = newOvList(g.sizes[name])
 				g.buckets[name] = l
 			}
 		}
-		if n := l.index[string(op.Key)]; n != nil {
-			n.val, n.del = op.Value, op.Delete
+		if n := l.index[key]; n != nil {
+			n.val, n.del = val, del
 			continue
 		}
-		// The key aliases the record's encoding, like the value: that buffer
-		// is never written after encoding, so it is as immutable as a
-		// string, and the entry needs no copy of its own.
-		key := unsafe.String(unsafe.SliceData(op.Key), len(op.Key))
-		n := &ovNode{key: key, val: op.Value, del: op.Delete}
+		// Key and value alias the record's encoding, so the entry needs
+		// no copy of its own.
+		n := g.node()
+		*n = ovNode{key: key, val: val, del: del}
 		l.tree.insert(n)
 		l.index[key] = n
 		added++
@@ -239,6 +245,16 @@ func (g *ovGen) apply(ops []Op, lsn uint64) int {
 	g.records++
 	g.entries += added
 	return added
+}
+
+// node returns a new entry, allocated with a few hundred others: they all
+// live exactly as long as the generation.
+func (g *ovGen) node() *ovNode {
+	if len(g.slab) == cap(g.slab) {
+		g.slab = make([]ovNode, 0, min(256, 16+g.entries))
+	}
+	g.slab = g.slab[:len(g.slab)+1]
+	return &g.slab[len(g.slab)-1]
 }
 
 // fold writes the generation into the entity buckets of tx, in the order

@@ -6,6 +6,8 @@ import (
 	"testing"
 )
 
+func encOps(ops ...Op) []byte { return EncodeRecord(Record{Ops: ops}) }
+
 // genWrites lists what folding g writes, in the order it writes it.
 func genWrites(g *ovGen) []Op {
 	var out []Op
@@ -25,16 +27,16 @@ func genWrites(g *ovGen) []Op {
 // applied one by one, would have left.
 func TestGenerationFoldsTheLastWriteOfEachKeyInOrder(t *testing.T) {
 	recs := []pendingRec{
-		{lsn: 1, ops: []Op{Put("b", []byte("k2"), []byte("1")), Put("a", []byte("x"), []byte("1"))}},
-		{lsn: 2, ops: []Op{Put("b", []byte("k1"), []byte("2")), Del("b", []byte("k2"))}},
-		{lsn: 3, ops: []Op{Put("b", []byte("k2"), []byte("3")), Put("a", []byte("x"), []byte("3")), Del("a", []byte("y"))}},
-		{lsn: 4, ops: []Op{Del("b", []byte("k1")), Put("a", []byte("w"), []byte("4")), Put("b", []byte("k0"), []byte("4"))}},
+		{lsn: 1, enc: encOps(Put("b", []byte("k2"), []byte("1")), Put("a", []byte("x"), []byte("1")))},
+		{lsn: 2, enc: encOps(Put("b", []byte("k1"), []byte("2")), Del("b", []byte("k2")))},
+		{lsn: 3, enc: encOps(Put("b", []byte("k2"), []byte("3")), Put("a", []byte("x"), []byte("3")), Del("a", []byte("y")))},
+		{lsn: 4, enc: encOps(Del("b", []byte("k1")), Put("a", []byte("w"), []byte("4")), Put("b", []byte("k0"), []byte("")))},
 	}
 	want := []Op{
 		Put("a", []byte("w"), []byte("4")),
 		Put("a", []byte("x"), []byte("3")),
 		Del("a", []byte("y")),
-		Put("b", []byte("k0"), []byte("4")),
+		Put("b", []byte("k0"), []byte{}),
 		Del("b", []byte("k1")),
 		Put("b", []byte("k2"), []byte("3")),
 	}
@@ -52,13 +54,13 @@ func TestGenerationFoldsTheLastWriteOfEachKeyInOrder(t *testing.T) {
 // to the buckets (found is false).
 func TestOverlayNewestGenerationWins(t *testing.T) {
 	o := newOverlay(1000)
-	o.apply([]Op{Put("s", []byte("a"), []byte("1")), Put("s", []byte("b"), []byte("1")),
-		Put("s", []byte("c"), []byte("1")), Put("s", []byte("e"), []byte("1"))}, 1)
+	o.apply(encOps(Put("s", []byte("a"), []byte("1")), Put("s", []byte("b"), []byte("1")),
+		Put("s", []byte("c"), []byte("1")), Put("s", []byte("e"), []byte("1"))), 1)
 	o.seal()
-	o.apply([]Op{Del("s", []byte("b")), Put("s", []byte("c"), []byte("2")), Put("s", []byte("d"), []byte("2"))}, 2)
+	o.apply(encOps(Del("s", []byte("b")), Put("s", []byte("c"), []byte("2")), Put("s", []byte("d"), []byte("2"))), 2)
 	o.seal()
 	o.seal() // an empty open generation is not sealed again
-	o.apply([]Op{Put("s", []byte("b"), []byte("3")), Put("s", []byte("a"), []byte("3")), Del("s", []byte("d"))}, 3)
+	o.apply(encOps(Put("s", []byte("b"), []byte("3")), Put("s", []byte("a"), []byte("3")), Del("s", []byte("d"))), 3)
 	if len(o.gens) != 3 || o.entries() != 10 {
 		t.Fatalf("%d generations, %d entries", len(o.gens), o.entries())
 	}
@@ -141,7 +143,7 @@ func TestOverlayNewestGenerationWins(t *testing.T) {
 func TestOverlaySealsFullGeneration(t *testing.T) {
 	o := newOverlay(3)
 	for lsn := uint64(1); lsn <= 7; lsn++ {
-		o.apply([]Op{Put("s", []byte{byte(lsn)}, nil)}, lsn)
+		o.apply(encOps(Put("s", []byte{byte(lsn)}, nil)), lsn)
 		o.sealFull()
 	}
 	var lasts []uint64

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"unsafe"
 )
 
 // Size limits for records. Append rejects records beyond them with
@@ -132,22 +133,18 @@ func uvarintSize(v uint64) int {
 // EncodeRecord returns the wire form of r. It does not validate r; Append
 // does. The result never aliases r.
 func EncodeRecord(r Record) []byte {
-	b, _ := encodeAliased(r, encodedSize(r))
-	return b
+	return encode(r, encodedSize(r))
 }
 
-// encodeAliased encodes r into a buffer of exactly size bytes and also
-// returns r's ops with Key and Value re-pointed into that buffer. The store
-// keeps those ops in its overlay: the buffer is immutable once built, so the
-// caller may reuse its own slices as soon as Append returns, and the record
-// costs one copy instead of two.
-func encodeAliased(r Record, size int) ([]byte, []Op) {
+// encode encodes r into a buffer of exactly size bytes. The store keeps that
+// buffer, never modified once built, as the record's only copy: the journal
+// writes it, and the overlay's keys and values alias it (see opReader), so
+// the caller may reuse its own slices as soon as Append returns.
+func encode(r Record, size int) []byte {
 	b := make([]byte, 0, size)
-	ops := make([]Op, len(r.Ops))
 	b = append(b, recordVersion)
 	b = binary.AppendUvarint(b, uint64(len(r.Ops)))
-	for i, op := range r.Ops {
-		out := Op{Bucket: op.Bucket, Delete: op.Delete}
+	for _, op := range r.Ops {
 		if op.Delete {
 			b = append(b, opDelete)
 		} else {
@@ -156,19 +153,59 @@ func encodeAliased(r Record, size int) ([]byte, []Op) {
 		b = binary.AppendUvarint(b, uint64(len(op.Bucket)))
 		b = append(b, op.Bucket...)
 		b = binary.AppendUvarint(b, uint64(len(op.Key)))
-		start := len(b)
 		b = append(b, op.Key...)
-		out.Key = b[start:len(b):len(b)]
 		if !op.Delete {
 			b = binary.AppendUvarint(b, uint64(len(op.Value)))
-			start = len(b)
 			b = append(b, op.Value...)
-			out.Value = b[start:len(b):len(b)]
 		}
-		ops[i] = out
 	}
-	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
-	return b, ops
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// opReader walks the ops of a record encoding that is known to be valid:
+// built by encode, or accepted by DecodeRecord. Bucket names, keys and
+// values alias the encoding, which must never change afterwards (so that
+// strings over it are as immutable as Go strings).
+type opReader struct {
+	b    []byte // the ops not read yet
+	left int
+}
+
+func readOps(enc []byte) opReader {
+	n, w := binary.Uvarint(enc[1:])
+	return opReader{b: enc[1+w : len(enc)-crcSize], left: int(n)}
+}
+
+// next returns the next op; ok is false after the last one. val is nil for
+// a delete and never nil for a put.
+func (r *opReader) next() (bucket, key string, val []byte, del, ok bool) {
+	if r.left == 0 {
+		return "", "", nil, false, false
+	}
+	r.left--
+	del = r.b[0] == opDelete
+	r.b = r.b[1:]
+	bucket = unsafeString(r.field())
+	key = unsafeString(r.field())
+	if !del {
+		val = r.field()
+	}
+	return bucket, key, val, del, true
+}
+
+// field reads a length-prefixed byte string, capacity clipped.
+func (r *opReader) field() []byte {
+	n, w := binary.Uvarint(r.b)
+	end := w + int(n)
+	f := r.b[w:end:end]
+	r.b = r.b[end:]
+	return f
+}
+
+// unsafeString views b as a string without copying. Only for bytes that
+// never change afterwards.
+func unsafeString(b []byte) string {
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // DecodeRecord parses the wire form produced by EncodeRecord. Malformed input

@@ -65,6 +65,33 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 }
 
+// The overlay reads ops straight from a record's encoding; it must see the
+// ops DecodeRecord sees, with a non-nil value for every put, including long
+// fields whose lengths take several varint bytes.
+func TestOpReaderWalksEncoding(t *testing.T) {
+	recs := append(sampleRecords(), Record{Ops: []Op{
+		Put("b", bytes.Repeat([]byte("k"), 20000), bytes.Repeat([]byte("v"), 70000)),
+		Del("c", []byte("k")),
+	}})
+	for i, r := range recs {
+		var got Record
+		rd := readOps(EncodeRecord(r))
+		for {
+			bucket, key, val, del, ok := rd.next()
+			if !ok {
+				break
+			}
+			if del != (val == nil) {
+				t.Fatalf("record %d: op of %q: delete %v with value %v", i, key, del, val)
+			}
+			got.Ops = append(got.Ops, Op{Bucket: bucket, Key: []byte(key), Value: val, Delete: del})
+		}
+		if !recordsEqual(r, got) {
+			t.Fatalf("record %d: read %+v, want %+v", i, got, r)
+		}
+	}
+}
+
 func TestDecodeDoesNotAlias(t *testing.T) {
 	enc := EncodeRecord(Record{Ops: []Op{Put("b", []byte("key"), []byte("value"))}})
 	r, err := DecodeRecord(enc)

@@ -89,11 +89,10 @@ type segment struct {
 	comp  *completion
 }
 
-// item is a queued record: its encoding (the journal value) and its ops
-// aliasing that encoding (for the overlay and the checkpoint).
+// item is a queued record: its encoding, the journal's frame payload and
+// the backing of its overlay entries.
 type item struct {
 	enc []byte
-	ops []Op
 }
 
 type counters struct {
@@ -271,7 +270,7 @@ func readApplied(m *bolt.Bucket) (uint64, error) {
 func genOf(recs []pendingRec) *ovGen {
 	g := newOvGen(nil)
 	for _, r := range recs {
-		g.apply(r.ops, r.lsn)
+		g.apply(r.enc, r.lsn)
 	}
 	return g
 }
@@ -306,7 +305,7 @@ func (s *Store) Append(gen uint64, rec Record) *Ticket {
 		return &Ticket{c: resolvedCompletion(err)}
 	}
 	// Encode before taking the lock so that appenders copy in parallel.
-	enc, ops := encodeAliased(rec, size)
+	enc := encode(rec, size)
 	s.mu.Lock()
 	for {
 		if s.closing {
@@ -330,7 +329,7 @@ func (s *Store) Append(gen uint64, rec Record) *Ticket {
 		s.queue = append(s.queue, seg)
 	}
 	idx := len(seg.items)
-	seg.items = append(seg.items, item{enc: enc, ops: ops})
+	seg.items = append(seg.items, item{enc: enc})
 	s.queued++
 	s.enqueued++
 	first := s.queued == 1

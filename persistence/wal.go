@@ -219,11 +219,11 @@ func openWAL(dir string, segSize int64, log *slog.Logger, applied uint64) (*wal,
 				}
 				return nil, nil, fmt.Errorf("%w: journal segment %s repeats LSN %d", ErrCorruptRecord, seg.path, f.lsn)
 			}
-			rec, err := DecodeRecord(f.rec)
-			if err != nil {
+			if _, err := DecodeRecord(f.rec); err != nil {
 				return nil, nil, fmt.Errorf("journal segment %s, LSN %d: %w", seg.path, f.lsn, err)
 			}
-			recs = append(recs, pendingRec{lsn: f.lsn, ops: rec.Ops})
+			// f.rec aliases the segment as read, which nothing changes.
+			recs = append(recs, pendingRec{lsn: f.lsn, enc: f.rec})
 			next = f.lsn + 1
 		}
 	}
