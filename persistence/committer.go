@@ -116,9 +116,10 @@ func (s *Store) kick() {
 // publish runs the publisher goroutine: it executes, in order, the steps the
 // committer and the checkpointer hand over. Order is what makes it correct:
 // a batch's overlay update precedes its tickets, every earlier batch's
-// precedes a later failure, and a checkpoint's overlay trimming follows the
-// updates of the records it folded (the committer queues a batch's update
-// before the checkpointer can see the batch).
+// precedes a later failure, a seal follows the updates of the records the
+// checkpointer wants folded (the committer queues a batch's update before
+// the checkpointer can see the batch), and a generation is dropped only
+// after the fold of its records.
 func (s *Store) publish() {
 	defer close(s.pubDone)
 	for f := range s.pub {
@@ -238,8 +239,9 @@ func (s *Store) autoDue() bool {
 
 // checkpointer is the goroutine that folds durable records into the entity
 // buckets: the only writer of the bbolt file once Open has returned. It
-// folds in chunks of a bounded number of records, each its own transaction,
-// so that a checkpoint's progress survives a failure of a later chunk.
+// folds one overlay generation (of a bounded number of records) per
+// transaction, so that a checkpoint's progress survives a failure of a later
+// one.
 func (s *Store) checkpointer() {
 	defer close(s.ckDone)
 	var tick <-chan time.Time

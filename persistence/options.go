@@ -77,15 +77,15 @@ type testHooks struct {
 	// scanGap is called by Scan between copying the overlay range and the
 	// first bucket read, where a concurrent checkpoint is most dangerous.
 	scanGap func()
-	// chunkRecords overrides the number of records folded per checkpoint
-	// transaction.
+	// chunkRecords overrides the number of records after which an overlay
+	// generation is sealed, and so folded per checkpoint transaction.
 	chunkRecords int
 	// segmentSize overrides DefaultSegmentSize.
 	segmentSize int64
 	// truncate replaces the truncation that undoes a failed journal write.
 	truncate func(f *os.File, size int64) error
-	// trimmed is called by the publisher after it has trimmed the overlay
-	// for a checkpoint that folded everything up to applied.
+	// trimmed is called by the publisher after it has dropped from the
+	// overlay a generation folded by a checkpoint up to applied.
 	trimmed func(applied uint64)
 }
 
