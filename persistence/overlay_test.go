@@ -1,9 +1,14 @@
 package persistence
 
 import (
+	"errors"
+	"maps"
 	"reflect"
 	"slices"
+	"sync/atomic"
 	"testing"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 func encOps(ops ...Op) []byte { return EncodeRecord(Record{Ops: ops}) }
@@ -153,4 +158,71 @@ func TestOverlaySealsFullGeneration(t *testing.T) {
 	if want := []uint64{3, 6, 7}; !slices.Equal(lasts, want) {
 		t.Fatalf("generations end at %v, want %v", lasts, want)
 	}
+}
+
+// While an older generation is folded and dropped and a newer one is not,
+// reads still see the newer generation's writes over the bucket's: an
+// overwrite, a delete of a folded key, a key new in the newer generation.
+func TestStoreReadsNewerGenerationOverFoldedOne(t *testing.T) {
+	var folds atomic.Int32
+	opts := testOptions(t.TempDir(), func(o *Options) {
+		noAutoCheckpoint(o)
+		o.hooks.chunkRecords = 2 // a generation per two records
+		o.hooks.checkpoint = func() error {
+			if folds.Add(1) > 1 {
+				return errInjected // only the first generation is folded
+			}
+			return nil
+		}
+	})
+	s := openStore(t, opts)
+	defer s.Close()
+	mustAppend(t, s, Put("b", []byte("k"), []byte("1")), Put("b", []byte("x"), []byte("1")))
+	mustAppend(t, s, Put("b", []byte("y"), []byte("1")))
+	mustAppend(t, s, Put("b", []byte("k"), []byte("2")), Del("b", []byte("x")))
+	mustAppend(t, s, Put("b", []byte("z"), []byte("2")))
+	if err := s.Checkpoint(); !errors.Is(err, errInjected) {
+		t.Fatalf("Checkpoint: %v", err)
+	}
+	if st := s.Stats(); st.AppliedLSN != 2 || st.Overlay != 3 {
+		t.Fatalf("after folding the first generation only: %+v", st)
+	}
+	if raw := rawBucket(t, s, "b"); !maps.Equal(raw, map[string]string{"k": "1", "x": "1", "y": "1"}) {
+		t.Fatalf("bucket after the first fold: %v", raw)
+	}
+	want := []string{"k=2", "y=1", "z=2"}
+	if got := scanAll(t, s, "b", nil, nil, false); !slices.Equal(got, want) {
+		t.Fatalf("scan: %q, want %q", got, want)
+	}
+	for key, want := range map[string]string{"k": "2", "x": "", "y": "1", "z": "2"} {
+		if got, _ := mustGet(t, s, "b", key); got != want {
+			t.Fatalf("Get(%s) = %q, want %q", key, got, want)
+		}
+	}
+	folds.Store(-10)
+	if err := s.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if raw := rawBucket(t, s, "b"); !maps.Equal(raw, map[string]string{"k": "2", "y": "1", "z": "2"}) {
+		t.Fatalf("bucket after the second fold: %v", raw)
+	}
+}
+
+// rawBucket reads a bucket of an open store's file, overlay aside.
+func rawBucket(t *testing.T, s *Store, bucket string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket([]byte(bucket)); b != nil {
+			return b.ForEach(func(k, v []byte) error {
+				out[string(k)] = string(v)
+				return nil
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -112,7 +112,7 @@ type Stats struct {
 	FailedRecords    uint64 // records failed with ErrCommitFailed
 	Checkpoints      uint64 // successful checkpoint transactions
 	CheckpointErrors uint64 // failed checkpoint transactions (retried later)
-	Overlay          int    // keys currently held in the overlay
+	Overlay          int    // entries held in the overlay: keys awaiting folding, once per generation holding them
 	Pending          uint64 // durable records not yet folded (LastLSN - AppliedLSN)
 	LastLSN          uint64 // LSN of the newest durable record
 	AppliedLSN       uint64 // LSN of the newest record folded into the entity buckets
