@@ -149,7 +149,9 @@
 //   - OnFailure must not call Close (Close waits for running callbacks).
 //   - The overlay is bounded only while checkpoints succeed and keep up with
 //     commits; while they fail, or when commits outpace them, it grows with
-//     every durable record (commits are never held back for them).
+//     every durable record (commits are never held back for them), in up to
+//     16 generations that reads look through; beyond, the newest one grows,
+//     and folding it takes one large transaction.
 //   - Check holds bbolt's write lock for a full scan of the file and reads
 //     every journal segment: an operator's tool, not for the hot path.
 //   - Size limits (MaxKeySize, MaxValueSize, MaxOps, MaxRecordSize,

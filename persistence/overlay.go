@@ -99,10 +99,16 @@ func (o *overlay) apply(enc []byte, lsn uint64) {
 	o.size.Add(int64(o.gens[len(o.gens)-1].apply(enc, lsn)))
 }
 
+// maxGens bounds the generations that sealing by size builds up while
+// checkpoints fail or fall behind: reads look through every generation, so
+// past this many the open one grows instead (its fold is then a larger
+// transaction). Checkpoints that keep up leave two or three.
+const maxGens = 16
+
 // sealFull seals the open generation once it holds sealAt records. The
 // publisher calls it between batches. Caller holds mu.
 func (o *overlay) sealFull() {
-	if o.gens[len(o.gens)-1].records >= o.sealAt {
+	if o.gens[len(o.gens)-1].records >= o.sealAt && len(o.gens) < maxGens {
 		o.seal()
 	}
 }

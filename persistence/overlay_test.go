@@ -158,6 +158,15 @@ func TestOverlaySealsFullGeneration(t *testing.T) {
 	if want := []uint64{3, 6, 7}; !slices.Equal(lasts, want) {
 		t.Fatalf("generations end at %v, want %v", lasts, want)
 	}
+	// While nothing is folded, sealing by size stops at maxGens: the open
+	// generation grows instead, so reads never look through more.
+	for lsn := uint64(8); lsn <= 3*maxGens+40; lsn++ {
+		o.apply(encOps(Put("s", []byte{byte(lsn)}, nil)), lsn)
+		o.sealFull()
+	}
+	if len(o.gens) != maxGens || o.gens[maxGens-1].records < 40 {
+		t.Fatalf("%d generations, the open one of %d records", len(o.gens), o.gens[len(o.gens)-1].records)
+	}
 }
 
 // While an older generation is folded and dropped and a newer one is not,
