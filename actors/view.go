@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/agentpay/guard/persistence"
 	"github.com/agentpay/guard/policy"
@@ -23,6 +24,19 @@ type agentView struct {
 	ledger policy.Ledger // Holds is shared read-only; readers copy the struct
 	paused bool
 	env    *envLedger
+	// balance memoizes the last balance computed from this snapshot.
+	balance atomic.Pointer[balanceMemo]
+}
+
+// balanceMemo is a balance computed from one snapshot, one durable pool
+// state and one UTC day: the same inputs always give the same balance
+// (only as_of moves), so an agent polling its balance between changes
+// costs no arithmetic. A change publishes a new snapshot or a new pool
+// state, and a new day rolls the counters; each misses the memo.
+type balanceMemo struct {
+	pool *EnvState
+	day  int64
+	bal  policy.Balance
 }
 
 // publishView replaces the agent's snapshot. Called by the actor after each
