@@ -136,7 +136,7 @@ type System struct {
 	// with another's, and a change is readable only once durable, so the
 	// lock is held until the journal record is. These changes are rare.
 	keyChangeMu sync.Mutex
-	keyCache    sync.Map // key digest -> *APIKey
+	keyCache    sync.Map // sha256 of the secret ([32]byte) -> *cachedKey
 	keyMu       sync.Mutex
 	keyEpoch    atomic.Uint64 // moves on every forgetKey
 

@@ -261,6 +261,7 @@ func (s *Server) wrap(h handler) fasthttp.RequestHandler {
 		if err := h(c); err != nil {
 			writeError(ctx, c.reqID, err)
 		}
+		writeRate(c)
 	}
 }
 
