@@ -90,8 +90,14 @@ func (s *System) readView(ctx context.Context, agentID string) (*agentView, erro
 		}
 		v = r.view
 	}
-	if v.ticket != nil {
-		if err := v.ticket.Wait(ctx); err != nil {
+	if t := v.ticket; t != nil {
+		// Nearly always durable already: look before waiting, which
+		// would select on the request's context too.
+		if isDone(t) {
+			if t.Err() != nil {
+				return nil, ErrUnavailable
+			}
+		} else if err := t.Wait(ctx); err != nil {
 			return nil, ErrUnavailable
 		}
 	}
