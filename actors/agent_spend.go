@@ -3,11 +3,11 @@ package actors
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/agentpay/guard/internal/fastjson"
 	"github.com/agentpay/guard/persistence"
 	"github.com/agentpay/guard/policy"
 )
@@ -302,7 +302,7 @@ func shortCode(id string) string {
 }
 
 func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
+	b, err := fastjson.Marshal(v)
 	if err != nil {
 		panic(err)
 	}
@@ -495,7 +495,7 @@ func (a *agentActor) cancelInactive(m *cancelSpend) {
 		}
 	}
 	var sp policy.Spend
-	if body == nil || json.Unmarshal(body, &sp) != nil || sp.AgentID != a.id {
+	if body == nil || fastjson.Unmarshal(body, &sp) != nil || sp.AgentID != a.id {
 		m.reply <- SpendResult{Err: errorf(CodeNotFound, "No spend %s exists for this agent.", m.spendID)}
 		return
 	}

@@ -3,9 +3,9 @@ package actors
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"time"
 
+	"github.com/agentpay/guard/internal/fastjson"
 	"github.com/agentpay/guard/policy"
 )
 
@@ -102,7 +102,7 @@ func (s *System) readSpend(p Principal, spendID string) ([]byte, policy.Spend, e
 	if err != nil {
 		return nil, sp, ErrUnavailable
 	}
-	if body == nil || json.Unmarshal(body, &sp) != nil || !s.visible(p, sp.AgentID, sp.Livemode) {
+	if body == nil || fastjson.Unmarshal(body, &sp) != nil || !s.visible(p, sp.AgentID, sp.Livemode) {
 		return nil, sp, errorf(CodeNotFound, "No spend %s exists.", spendID)
 	}
 	return body, sp, nil
@@ -138,8 +138,27 @@ func (s *System) Balance(ctx context.Context, p Principal) (policy.Balance, erro
 	if err != nil {
 		return policy.Balance{}, err
 	}
+	now := v.env.now(s.clock)
+	st := v.env.durableState()
+	day := utcDay(now)
+	if m := v.balance.Load(); m != nil && m.pool == st && m.day == day {
+		b := m.bal
+		b.AsOf = now.UTC()
+		return b, nil
+	}
 	l := v.ledger
-	return policy.ComputeBalance(p.AgentID, v.policy, &l, v.pool(), v.env.now(s.clock)), nil
+	b := policy.ComputeBalance(p.AgentID, v.policy, &l, poolOf(st), now)
+	v.balance.Store(&balanceMemo{pool: st, day: day, bal: b})
+	return b, nil
+}
+
+// utcDay numbers the UTC day of t; the counters roll when it changes.
+func utcDay(t time.Time) int64 {
+	sec := t.Unix()
+	if sec < 0 {
+		return (sec+1)/86400 - 1
+	}
+	return sec / 86400
 }
 
 // Policy is the agent's policy in effect.

@@ -3,11 +3,11 @@ package actors
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/agentpay/guard/internal/fastjson"
 	"github.com/agentpay/guard/persistence"
 	"github.com/agentpay/guard/policy"
 )
@@ -96,8 +96,10 @@ func (e *envLedger) durableState() *EnvState {
 }
 
 // durablePool is the pool as the journal has it.
-func (e *envLedger) durablePool() policy.Pool {
-	st := e.durableState()
+func (e *envLedger) durablePool() policy.Pool { return poolOf(e.durableState()) }
+
+// poolOf is the pool an environment state describes.
+func poolOf(st *EnvState) policy.Pool {
 	return policy.Pool{Available: st.Balance.Sub(st.Held), ReserveFloor: st.ReserveFloor}
 }
 
@@ -142,7 +144,7 @@ type change struct {
 }
 
 func (c *change) put(bucket string, key []byte, v any) {
-	b, err := json.Marshal(v)
+	b, err := fastjson.Marshal(v)
 	if err != nil {
 		panic(err) // our own types always encode
 	}
@@ -209,4 +211,4 @@ func spendRef(sp *policy.Spend) SpendRef {
 	return r
 }
 
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+func jsonUnmarshal(b []byte, v any) error { return fastjson.Unmarshal(b, v) }

@@ -2,11 +2,11 @@ package actors
 
 import (
 	"bytes"
-	"encoding/json"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentpay/guard/internal/fastjson"
 	"github.com/agentpay/guard/policy"
 )
 
@@ -164,7 +164,7 @@ func (s *System) ListSpends(p Principal, q ListParams) (Page, error) {
 			return nil, time.Time{}, false, err
 		}
 		var sp policy.Spend
-		if raw == nil || json.Unmarshal(raw, &sp) != nil {
+		if raw == nil || fastjson.Unmarshal(raw, &sp) != nil {
 			return nil, time.Time{}, false, nil
 		}
 		if q.Status != "" && sp.Status != q.Status || q.Destination != "" && sp.Destination != q.Destination {
@@ -243,7 +243,7 @@ func (s *System) ListEvents(p Principal, q ListParams) (Page, error) {
 	}
 	pg.load = func(_, v []byte) ([]byte, time.Time, bool, error) {
 		var ev StoredEvent
-		if json.Unmarshal(v, &ev) != nil {
+		if fastjson.Unmarshal(v, &ev) != nil {
 			return nil, time.Time{}, false, nil
 		}
 		if ev.Sequence <= seqFloor {

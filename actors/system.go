@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/agentpay/guard/internal/fastjson"
 	"github.com/agentpay/guard/persistence"
 	"github.com/agentpay/guard/policy"
 )
@@ -136,7 +136,7 @@ type System struct {
 	// with another's, and a change is readable only once durable, so the
 	// lock is held until the journal record is. These changes are rare.
 	keyChangeMu sync.Mutex
-	keyCache    sync.Map // key digest -> *APIKey
+	keyCache    sync.Map // sha256 of the secret ([32]byte) -> *cachedKey
 	keyMu       sync.Mutex
 	keyEpoch    atomic.Uint64 // moves on every forgetKey
 
@@ -366,7 +366,7 @@ func (s *System) getJSON(bucket string, key []byte, v any) (bool, error) {
 	if err != nil || b == nil {
 		return false, err
 	}
-	if err := json.Unmarshal(b, v); err != nil {
+	if err := fastjson.Unmarshal(b, v); err != nil {
 		return false, fmt.Errorf("actors: decoding %s/%s: %w", bucket, key, err)
 	}
 	return true, nil

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/agentpay/guard/persistence"
 	"github.com/agentpay/guard/policy"
@@ -23,6 +24,19 @@ type agentView struct {
 	ledger policy.Ledger // Holds is shared read-only; readers copy the struct
 	paused bool
 	env    *envLedger
+	// balance memoizes the last balance computed from this snapshot.
+	balance atomic.Pointer[balanceMemo]
+}
+
+// balanceMemo is a balance computed from one snapshot, one durable pool
+// state and one UTC day: the same inputs always give the same balance
+// (only as_of moves), so an agent polling its balance between changes
+// costs no arithmetic. A change publishes a new snapshot or a new pool
+// state, and a new day rolls the counters; each misses the memo.
+type balanceMemo struct {
+	pool *EnvState
+	day  int64
+	bal  policy.Balance
 }
 
 // publishView replaces the agent's snapshot. Called by the actor after each
@@ -76,8 +90,14 @@ func (s *System) readView(ctx context.Context, agentID string) (*agentView, erro
 		}
 		v = r.view
 	}
-	if v.ticket != nil {
-		if err := v.ticket.Wait(ctx); err != nil {
+	if t := v.ticket; t != nil {
+		// Nearly always durable already: look before waiting, which
+		// would select on the request's context too.
+		if isDone(t) {
+			if t.Err() != nil {
+				return nil, ErrUnavailable
+			}
+		} else if err := t.Wait(ctx); err != nil {
 			return nil, ErrUnavailable
 		}
 	}

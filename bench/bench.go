@@ -102,7 +102,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 				stats[i] = proc.svc.Store().Stats()
 			}
 		}
-		*p.out = runPhase(ctx, client, cfg, run, agents, p.ph, cfg.Seed+uint64(i), mark)
+		*p.out = runPhase(ctx, addr, cfg, run, agents, p.ph, cfg.Seed+uint64(i), mark)
 		p.out.LoadAverage = load
 		if p.out.Seconds > 0 && cpu[1] > 0 {
 			p.out.ProcessCPU = 100 * (cpu[1] - cpu[0]).Seconds() / p.out.Seconds

@@ -15,10 +15,8 @@ import (
 // phase is one kind of request the workers send in a loop.
 type phase struct {
 	name string
-	// prepare sets what every request of the phase shares.
-	prepare func(req *fasthttp.Request, addr string)
-	// next fills in what changes from one request to the next.
-	next func(w *worker, req *fasthttp.Request)
+	// build writes the next request (a whole HTTP/1.1 request for host).
+	build func(w *worker, host string) []byte
 	// spends classifies 2xx answers by the spend status in their body.
 	spends bool
 }
@@ -33,6 +31,7 @@ type worker struct {
 	n        uint64
 	body     []byte
 	key      []byte
+	req      requestBuilder
 	hist     *Histogram
 	answered int64
 	ok       int64
@@ -61,28 +60,22 @@ func (w *worker) appendAmount(b []byte) []byte {
 func spendsPhase() phase {
 	return phase{
 		name: "spends",
-		prepare: func(req *fasthttp.Request, addr string) {
-			req.Header.SetMethod("POST")
-			req.SetRequestURI("http://" + addr + "/v1/spends")
-			req.Header.SetContentType("application/json")
-		},
-		next: func(w *worker, req *fasthttp.Request) {
+		build: func(w *worker, host string) []byte {
 			w.n++
-			ag := w.agent()
-			req.Header.Set("Authorization", "Bearer "+ag.Key)
+			w.req.start("POST", "/v1/spends", host, w.agent().Key)
 			w.key = append(w.key[:0], w.run...)
 			w.key = append(w.key, '-')
 			w.key = strconv.AppendInt(w.key, int64(w.id), 10)
 			w.key = append(w.key, '-')
 			w.key = strconv.AppendUint(w.key, w.n, 10)
-			req.Header.SetBytesV("Idempotency-Key", w.key)
+			w.req.header("Idempotency-Key", w.key)
 			b := append(w.body[:0], `{"amount":"`...)
 			b = w.appendAmount(b)
 			b = append(b, `","destination":"`+Destination+`","resource":{"url":"https://`+Destination+`/reports/`...)
 			b = append(b, w.key...)
 			b = append(b, `"}}`...)
 			w.body = b
-			req.SetBodyRaw(b)
+			return w.req.finish(b)
 		},
 		spends: true,
 	}
@@ -92,12 +85,9 @@ func spendsPhase() phase {
 func balancePhase() phase {
 	return phase{
 		name: "balance",
-		prepare: func(req *fasthttp.Request, addr string) {
-			req.Header.SetMethod("GET")
-			req.SetRequestURI("http://" + addr + "/v1/balance")
-		},
-		next: func(w *worker, req *fasthttp.Request) {
-			req.Header.Set("Authorization", "Bearer "+w.agent().Key)
+		build: func(w *worker, host string) []byte {
+			w.req.start("GET", "/v1/balance", host, w.agent().Key)
+			return w.req.finish(nil)
 		},
 	}
 }
@@ -106,18 +96,13 @@ func balancePhase() phase {
 func checkPhase() phase {
 	return phase{
 		name: "check",
-		prepare: func(req *fasthttp.Request, addr string) {
-			req.Header.SetMethod("POST")
-			req.SetRequestURI("http://" + addr + "/v1/spends/check")
-			req.Header.SetContentType("application/json")
-		},
-		next: func(w *worker, req *fasthttp.Request) {
-			req.Header.Set("Authorization", "Bearer "+w.agent().Key)
+		build: func(w *worker, host string) []byte {
+			w.req.start("POST", "/v1/spends/check", host, w.agent().Key)
 			b := append(w.body[:0], `{"destination":"`+Destination+`","amount":"`...)
 			b = w.appendAmount(b)
 			b = append(b, `"}`...)
 			w.body = b
-			req.SetBodyRaw(b)
+			return w.req.finish(b)
 		},
 	}
 }
@@ -126,7 +111,7 @@ func checkPhase() phase {
 // then Duration measured. A request counts when it started and was
 // answered inside the measured window. mark, when set, is called as the
 // window opens (true) and closes (false).
-func runPhase(ctx context.Context, c *fasthttp.HostClient, cfg Config, run string, agents []agentCred, ph phase, seed uint64, mark func(open bool)) PhaseReport {
+func runPhase(ctx context.Context, addr string, cfg Config, run string, agents []agentCred, ph phase, seed uint64, mark func(open bool)) PhaseReport {
 	start := time.Now().Add(cfg.Warmup)
 	end := start.Add(cfg.Duration)
 	workers := make([]*worker, cfg.Conns)
@@ -151,7 +136,7 @@ func runPhase(ctx context.Context, c *fasthttp.HostClient, cfg Config, run strin
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w.loop(ctx, c, ph, start, end)
+			w.loop(ctx, addr, ph, start, end)
 		}()
 	}
 	wg.Wait()
@@ -188,19 +173,16 @@ func runPhase(ctx context.Context, c *fasthttp.HostClient, cfg Config, run strin
 	return r
 }
 
-func (w *worker) loop(ctx context.Context, c *fasthttp.HostClient, ph phase, start, end time.Time) {
-	req := fasthttp.AcquireRequest()
-	resp := fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseRequest(req)
-	defer fasthttp.ReleaseResponse(resp)
-	ph.prepare(req, c.Addr)
+func (w *worker) loop(ctx context.Context, addr string, ph phase, start, end time.Time) {
+	c := newLoadConn(addr, 30*time.Second)
+	defer c.close()
 	for ctx.Err() == nil {
-		ph.next(w, req)
+		req := ph.build(w, addr)
 		t0 := time.Now()
 		if !t0.Before(end) {
 			return
 		}
-		err := c.DoTimeout(req, resp, 30*time.Second)
+		sc, body, err := c.do(req)
 		t1 := time.Now()
 		counted := !t0.Before(start) && !t1.After(end)
 		if err != nil {
@@ -216,8 +198,6 @@ func (w *worker) loop(ctx context.Context, c *fasthttp.HostClient, ph phase, sta
 		}
 		w.answered++
 		w.hist.Record(t1.Sub(t0))
-		sc := resp.StatusCode()
-		body := resp.Body()
 		if sc < 200 || sc > 299 {
 			w.errs[strconv.Itoa(sc)+" "+jsonField(body, "code")]++
 			continue

@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+
+	"github.com/agentpay/guard/internal/fastjson"
 )
 
 // decodeStrict decodes a JSON object into v, refusing what a lenient
@@ -19,10 +21,15 @@ func decodeStrict(body []byte, v any) *apiError {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return badParam(codeInvalidJSON, "", "The request body is empty; send a JSON object.")
 	}
-	if t := reflect.TypeOf(v); !fastKeysOK(body, t) {
-		if err := scanKeys(body, t); err != nil {
-			return err
+	if t := reflect.TypeOf(v); fastKeysOK(body, t) {
+		// Known, unique, well-formed keys: the body agents send every
+		// time. The fast codec decodes it; whatever it refuses goes on to
+		// encoding/json, whose errors name the field to fix.
+		if fastjson.Unmarshal(body, v) == nil {
+			return nil
 		}
+	} else if err := scanKeys(body, t); err != nil {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()

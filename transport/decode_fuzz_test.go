@@ -24,6 +24,7 @@ func FuzzDecodeStrict(f *testing.F) {
 		`{"amount":"1.00","AMOUNT":"2.00"}`, `{"resource":{"url":"a","Url":"b"}}`,
 		`{"amount":"1.00"} {"amount":"2.00"}`, `{"a":{"b":[{"c":1,"c":2}]}}`, `{"memo":["a",{"x":1}]}`,
 		`{"amount":"1.00",}`, `{"amount":"1.00"}]`, "{\"amount\":\"1.00\"}\n",
+		"{\"memo\":\"a\xffb\"}", "{\"memo\":\"\xed\xa0\x80\"}", `{"memo":"\ud800x"}`, `{"memo":"\u0000"}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -47,6 +48,17 @@ func FuzzDecodeStrict(f *testing.F) {
 		var obj map[string]any
 		if err := json.Unmarshal(body, &obj); err != nil || obj == nil {
 			t.Fatalf("decodeStrict accepted %q, encoding/json says %v", body, err)
+		}
+		// Whichever codec decoded it, the result is what encoding/json
+		// makes of the body.
+		var want spendBody
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&want); err != nil {
+			t.Fatalf("decodeStrict accepted %q, encoding/json refuses it: %v", body, err)
+		}
+		if !reflect.DeepEqual(v, want) {
+			t.Fatalf("decodeStrict read %q as %+v, encoding/json as %+v", body, v, want)
 		}
 		if dup, err := duplicateMember(body); err != nil {
 			t.Fatalf("decodeStrict accepted %q, which does not tokenize: %v", body, err)

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/agentpay/guard/internal/guardtest"
 )
 
 func advanceClock(t *testing.T, e *env, seconds int) map[string]any {
@@ -109,5 +111,33 @@ func TestPracticeClockBringsVerificationForward(t *testing.T) {
 	mustStatus(t, r, http.StatusOK)
 	if g := waitStatus(t, e.srv, e.agentKey, sp["id"].(string), "settled"); g.Body["status"] != "settled" {
 		t.Fatalf("after the practice clock moved: %s", g.Raw)
+	}
+}
+
+// A balance read twice with nothing changed in between may be answered
+// from the first computation, but not once the service clock has crossed
+// 00:00 UTC: the daily cap has reset even though no spend, funding or
+// practice clock move announced it.
+func TestBalanceFollowsMidnightWithoutAnyChange(t *testing.T) {
+	clock := guardtest.NewFakeClock(time.Date(2026, 3, 31, 23, 58, 0, 0, time.UTC))
+	e := start(t, guardtest.WithClock(clock))
+	_, key := e.srv.NewAgent(t, e.owner.TestKey,
+		`{"per_spend_limit":"10.00","daily_cap":"10.00","monthly_cap":"100.00","approval_over":"10.00","trusted_destinations":["api.vendor.com"]}`)
+	if sp := created(t, e.srv, key, spendBody("9.00", "api.vendor.com", "/a")); sp["status"] != "settled" {
+		t.Fatalf("spend: %v", sp["status"])
+	}
+	before := obj(t, balance(t, e.srv, key), "components")["daily_remaining"]
+	if before == "10.00" {
+		t.Fatalf("daily_remaining %v does not count the settled spend", before)
+	}
+	// The second read may come from the first.
+	if again := obj(t, balance(t, e.srv, key), "components")["daily_remaining"]; again != before {
+		t.Fatalf("daily_remaining moved from %v to %v with nothing changed", before, again)
+	}
+	clock.Advance(3 * time.Minute) // 00:01 on the 1st: a new day and a new month
+	b := balance(t, e.srv, key)
+	comp := obj(t, b, "components")
+	if comp["daily_remaining"] != "10.00" || comp["monthly_remaining"] != "100.00" || b["spendable"] != "10.00" {
+		t.Fatalf("after midnight the balance still counts yesterday's spend: %v", b)
 	}
 }

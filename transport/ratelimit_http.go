@@ -102,15 +102,23 @@ func tighter(a, b ratelimit.Decision) bool {
 	return a.Reset > b.Reset
 }
 
-// setRate makes d the decision the RateLimit headers report and writes
-// them. Retry-After is written by writeError, from the apiError.
+// setRate makes d the decision the RateLimit headers report. wrap writes
+// them once the route has answered, so a request that passes several
+// limits writes its headers once.
 func setRate(c *call, d ratelimit.Decision) {
 	c.rate, c.hasRate = d, true
-	limit, remaining, reset, _ := d.Headers()
+}
+
+// writeRate writes the RateLimit headers of the decision c reports.
+func writeRate(c *call) {
+	if !c.hasRate || c.rate.Disabled {
+		return
+	}
+	var buf [20]byte
 	h := &c.ctx.Response.Header
-	h.Set("RateLimit-Limit", limit)
-	h.Set("RateLimit-Remaining", remaining)
-	h.Set("RateLimit-Reset", reset)
+	h.SetBytesV("RateLimit-Limit", strconv.AppendInt(buf[:0], int64(c.rate.Limit), 10))
+	h.SetBytesV("RateLimit-Remaining", strconv.AppendInt(buf[:0], int64(c.rate.Remaining), 10))
+	h.SetBytesV("RateLimit-Reset", strconv.AppendInt(buf[:0], c.rate.ResetSeconds(), 10))
 }
 
 // rateLimited is the 429 for a refusal by limit n.

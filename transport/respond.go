@@ -3,12 +3,13 @@ package transport
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"strconv"
 	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/agentpay/guard/internal/fastjson"
 )
 
 // requestIDs are "req_" + a per-process random prefix + a counter: unique,
@@ -32,7 +33,7 @@ func (r *requestIDs) next() string {
 
 // writeJSON encodes v with the per-response fields added.
 func writeJSON(ctx *fasthttp.RequestCtx, status int, reqID string, v any) {
-	b, err := json.Marshal(v)
+	b, err := fastjson.Marshal(v)
 	if err != nil {
 		writeError(ctx, reqID, &apiError{code: "internal_error", message: "The response could not be encoded."})
 		return

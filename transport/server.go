@@ -210,8 +210,12 @@ func (s *Server) trackConn(c net.Conn, st fasthttp.ConnState) {
 	}
 }
 
-// markServed notes that a connection carried a request.
+// markServed notes that a connection carried a request. Only its first
+// request has anything to note.
 func (s *Server) markServed(ctx *fasthttp.RequestCtx) {
+	if ctx.ConnRequestNum() > 1 {
+		return
+	}
 	if v, ok := s.conns.Load(ctx.Conn()); ok {
 		if ci := v.(*connInfo); !ci.served.Load() {
 			ci.served.Store(true)
@@ -256,13 +260,22 @@ func (s *Server) wrap(h handler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		s.markServed(ctx)
 		c := &call{ctx: ctx, reqID: s.ids.next()}
-		ctx.Response.Header.Set("Request-Id", c.reqID)
-		ctx.Response.Header.Set("Service-Version", APIVersion)
+		// The names are written as they go on the wire: no normalizing
+		// per request.
+		ctx.Response.Header.SetCanonical(hdrRequestID, []byte(c.reqID))
+		ctx.Response.Header.SetCanonical(hdrServiceVersion, apiVersionBytes)
 		if err := h(c); err != nil {
 			writeError(ctx, c.reqID, err)
 		}
+		writeRate(c)
 	}
 }
+
+var (
+	hdrRequestID      = []byte("Request-Id")
+	hdrServiceVersion = []byte("Service-Version")
+	apiVersionBytes   = []byte(APIVersion)
+)
 
 // checkVersion refuses a Service-Version pin this server does not speak.
 func checkVersion(c *call) *apiError {

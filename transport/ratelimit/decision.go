@@ -38,12 +38,16 @@ func (d Decision) Headers() (limit, remaining, reset, retryAfter string) {
 	}
 	limit = strconv.Itoa(d.Limit)
 	remaining = strconv.Itoa(d.Remaining)
-	reset = strconv.FormatInt(ceilSeconds(d.Reset), 10)
+	reset = strconv.FormatInt(d.ResetSeconds(), 10)
 	if !d.Allowed {
 		retryAfter = strconv.FormatInt(max(ceilSeconds(d.RetryAfter), 1), 10)
 	}
 	return limit, remaining, reset, retryAfter
 }
+
+// ResetSeconds is RateLimit-Reset: whole seconds until the bucket is full
+// again, rounded up.
+func (d Decision) ResetSeconds() int64 { return ceilSeconds(d.Reset) }
 
 // ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0.
 func ceilSeconds(d time.Duration) int64 {

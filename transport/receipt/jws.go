@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/agentpay/guard/internal/fastjson"
 	"github.com/agentpay/guard/policy"
 )
 
@@ -52,7 +53,7 @@ func sign(k Key, c policy.ReceiptClaims) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("receipt: marshal header: %w", err)
 	}
-	p, err := json.Marshal(c)
+	p, err := fastjson.Marshal(c)
 	if err != nil {
 		return "", fmt.Errorf("receipt: marshal claims: %w", err)
 	}

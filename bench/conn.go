@@ -1,0 +1,167 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"time"
+)
+
+// loadConn is one keep-alive HTTP/1.1 connection of the load generator.
+// It sends a request it is handed as bytes and reads one answer whose body
+// has a Content-Length, which is all the service ever sends. A general
+// client parses and builds far more per request, and the load generator
+// shares its two cores with the service it measures: every microsecond it
+// spends is one the service does not get.
+type loadConn struct {
+	addr    string
+	timeout time.Duration
+	conn    net.Conn
+	r       *bufio.Reader
+	body    []byte
+}
+
+// errChunked: the service answers with Content-Length; anything else is a
+// bug there, reported rather than guessed at.
+var errChunked = errors.New("answer without Content-Length (chunked or close-delimited)")
+
+func newLoadConn(addr string, timeout time.Duration) *loadConn {
+	return &loadConn{addr: addr, timeout: timeout}
+}
+
+// do sends req (a whole HTTP/1.1 request) and returns the status and the
+// body, which stays valid until the next call. Any failure closes the
+// connection; the next call dials again.
+func (c *loadConn) do(req []byte) (status int, body []byte, err error) {
+	if c.conn == nil {
+		conn, err := net.DialTimeout("tcp", c.addr, c.timeout)
+		if err != nil {
+			return 0, nil, err
+		}
+		c.conn = conn
+		if c.r == nil {
+			c.r = bufio.NewReaderSize(conn, 16<<10)
+		} else {
+			c.r.Reset(conn)
+		}
+	}
+	if err := c.conn.SetDeadline(time.Now().Add(c.timeout)); err != nil {
+		return 0, nil, c.fail(err)
+	}
+	if _, err := c.conn.Write(req); err != nil {
+		return 0, nil, c.fail(err)
+	}
+	status, length, keep, err := c.readHead()
+	if err != nil {
+		return 0, nil, c.fail(err)
+	}
+	if cap(c.body) < length {
+		c.body = make([]byte, length)
+	}
+	c.body = c.body[:length]
+	if _, err := io.ReadFull(c.r, c.body); err != nil {
+		return 0, nil, c.fail(err)
+	}
+	if !keep {
+		c.close()
+	}
+	return status, c.body, nil
+}
+
+// readHead reads the status line and the headers of an answer.
+func (c *loadConn) readHead() (status, length int, keep bool, err error) {
+	line, err := c.r.ReadSlice('\n')
+	if err != nil {
+		return 0, 0, false, err
+	}
+	// "HTTP/1.1 200 OK\r\n"
+	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' {
+		return 0, 0, false, fmt.Errorf("malformed status line %q", line)
+	}
+	status, err = strconv.Atoi(string(line[9:12]))
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("malformed status line %q", line)
+	}
+	length, keep = -1, true
+	for {
+		line, err = c.r.ReadSlice('\n')
+		if err != nil {
+			return 0, 0, false, err
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		if len(line) == 0 {
+			break
+		}
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if !ok {
+			return 0, 0, false, fmt.Errorf("malformed header line %q", line)
+		}
+		value = bytes.TrimSpace(value)
+		switch {
+		case bytes.EqualFold(name, []byte("Content-Length")):
+			if length, err = strconv.Atoi(string(value)); err != nil || length < 0 {
+				return 0, 0, false, fmt.Errorf("malformed Content-Length %q", value)
+			}
+		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
+			return 0, 0, false, errChunked
+		case bytes.EqualFold(name, []byte("Connection")):
+			keep = !bytes.EqualFold(value, []byte("close"))
+		}
+	}
+	if length < 0 {
+		return 0, 0, false, errChunked
+	}
+	return status, length, keep, nil
+}
+
+func (c *loadConn) fail(err error) error {
+	c.close()
+	return err
+}
+
+func (c *loadConn) close() {
+	if c.conn != nil {
+		_ = c.conn.Close()
+		c.conn = nil
+	}
+}
+
+// requestBuilder writes the HTTP/1.1 requests of a phase.
+type requestBuilder struct {
+	buf []byte
+}
+
+// start begins a request: request line, Host and Authorization.
+func (b *requestBuilder) start(method, path, host, key string) {
+	b.buf = append(b.buf[:0], method...)
+	b.buf = append(b.buf, ' ')
+	b.buf = append(b.buf, path...)
+	b.buf = append(b.buf, " HTTP/1.1\r\nHost: "...)
+	b.buf = append(b.buf, host...)
+	b.buf = append(b.buf, "\r\nUser-Agent: guard-bench\r\nAuthorization: Bearer "...)
+	b.buf = append(b.buf, key...)
+	b.buf = append(b.buf, "\r\n"...)
+}
+
+// header adds one header.
+func (b *requestBuilder) header(name string, value []byte) {
+	b.buf = append(b.buf, name...)
+	b.buf = append(b.buf, ": "...)
+	b.buf = append(b.buf, value...)
+	b.buf = append(b.buf, "\r\n"...)
+}
+
+// finish ends the headers and appends the body, if any.
+func (b *requestBuilder) finish(body []byte) []byte {
+	if body != nil {
+		b.buf = append(b.buf, "Content-Type: application/json\r\nContent-Length: "...)
+		b.buf = strconv.AppendInt(b.buf, int64(len(body)), 10)
+		b.buf = append(b.buf, "\r\n"...)
+	}
+	b.buf = append(b.buf, "\r\n"...)
+	return append(b.buf, body...)
+}
