@@ -59,33 +59,56 @@ func writeObject(ctx *fasthttp.RequestCtx, status int, reqID string, obj []byte,
 	ctx.SetBody(out)
 }
 
-// appendJSONString appends s as a JSON string literal.
+// appendJSONString appends s as a JSON string literal, escaped exactly as
+// encoding/json escapes it (HTML-safe, U+2028 and U+2029 escaped, invalid
+// UTF-8 replaced), so hand-written answers read the same as encoded ones.
 func appendJSONString(b []byte, s string) []byte {
 	const hexd = "0123456789abcdef"
 	b = append(b, '"')
+	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
 				b = append(b, '\\', c)
-			case c < 0x20 || c == '<' || c == '>' || c == '&':
-				b = append(b, '\\', 'u', '0', '0', hexd[c>>4], hexd[c&0xf])
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
 			default:
-				b = append(b, c)
+				b = append(b, '\\', 'u', '0', '0', hexd[c>>4], hexd[c&0xf])
 			}
 			i++
+			start = i
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
 			b = append(b, `\ufffd`...)
-		} else if r == '\u2028' || r == '\u2029' {
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[start:i]...)
 			b = append(b, '\\', 'u', '2', '0', '2', hexd[r&0xf])
-		} else {
-			b = append(b, s[i:i+size]...)
+		default:
+			i += size
+			continue
 		}
 		i += size
+		start = i
 	}
+	b = append(b, s[start:]...)
 	return append(b, '"')
 }

@@ -315,7 +315,7 @@ func (s *Server) checkSpend(c *call) *apiError {
 	if err != nil {
 		return fromActors(err)
 	}
-	writeJSON(c.ctx, 200, c.reqID, r)
+	writeCheck(c.ctx, c.reqID, &r)
 	return nil
 }
 
@@ -324,7 +324,7 @@ func (s *Server) balance(c *call) *apiError {
 	if err != nil {
 		return fromActors(err)
 	}
-	writeJSON(c.ctx, 200, c.reqID, b)
+	writeBalance(c.ctx, c.reqID, &b)
 	return nil
 }
 
