@@ -110,14 +110,8 @@ func appendNextAction(out []byte, n *policy.NextAction) []byte {
 	out = append(out, `{"code":`...)
 	out = appendJSONString(out, n.Code)
 	if len(n.Suggestions) > 0 {
-		out = append(out, `,"suggestions":[`...)
-		for i, s := range n.Suggestions {
-			if i > 0 {
-				out = append(out, ',')
-			}
-			out = appendJSONString(out, s)
-		}
-		out = append(out, ']')
+		out = append(out, `,"suggestions":`...)
+		out = appendJSONStrings(out, n.Suggestions)
 	}
 	if n.CheckWith != "" {
 		out = append(out, `,"check_with":`...)

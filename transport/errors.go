@@ -114,14 +114,8 @@ func writeError(ctx *fasthttp.RequestCtx, reqID string, e *apiError) {
 		b = appendJSONString(b, e.param)
 	}
 	if e.changedFields != nil {
-		b = append(b, `,"changed_fields":[`...)
-		for i, f := range e.changedFields {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendJSONString(b, f)
-		}
-		b = append(b, ']')
+		b = append(b, `,"changed_fields":`...)
+		b = appendJSONStrings(b, e.changedFields)
 	}
 	b = append(b, `},"request_id":`...)
 	b = appendJSONString(b, reqID)
