@@ -130,8 +130,11 @@ type cachedKey struct {
 // cached environment stays valid as long as the key: both caches are
 // cleared together when the journal fails (StoreFailed).
 func (s *System) lookupKey(sum [sha256.Size]byte) (*cachedKey, error) {
-	if k, ok := s.keyCache.Load(sum); ok {
-		return k.(*cachedKey), nil
+	s.keyMu.RLock()
+	k, ok := s.keyCache[sum]
+	s.keyMu.RUnlock()
+	if ok {
+		return k, nil
 	}
 	// A revocation that lands while this lookup reads the store must win:
 	// only cache what was read with no forgetKey in between.
@@ -160,7 +163,7 @@ func (s *System) lookupKey(sum [sha256.Size]byte) (*cachedKey, error) {
 	}
 	s.keyMu.Lock()
 	if s.keyEpoch.Load() == epoch {
-		s.keyCache.Store(sum, ck)
+		s.keyCache[sum] = ck
 	}
 	s.keyMu.Unlock()
 	return ck, nil
@@ -173,7 +176,7 @@ func (s *System) forgetKey(digest string) {
 	_, _ = hex.Decode(sum[:], []byte(digest)) // a malformed digest was never cached
 	s.keyMu.Lock()
 	s.keyEpoch.Add(1)
-	s.keyCache.Delete(sum)
+	delete(s.keyCache, sum)
 	s.keyMu.Unlock()
 }
 

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -136,9 +137,12 @@ type System struct {
 	// with another's, and a change is readable only once durable, so the
 	// lock is held until the journal record is. These changes are rare.
 	keyChangeMu sync.Mutex
-	keyCache    sync.Map // sha256 of the secret ([32]byte) -> *cachedKey
-	keyMu       sync.Mutex
-	keyEpoch    atomic.Uint64 // moves on every forgetKey
+	// keyCache maps the SHA-256 of a secret to its key. A map under a
+	// read lock rather than a sync.Map: its array key would be boxed, one
+	// allocation per request. keyMu guards it.
+	keyCache map[[sha256.Size]byte]*cachedKey
+	keyMu    sync.RWMutex
+	keyEpoch atomic.Uint64 // moves on every forgetKey
 
 	hub    *hub
 	timers *expiryTimers
@@ -176,7 +180,7 @@ func New(cfg Config) (*System, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &System{
+	s := &System{keyCache: map[[sha256.Size]byte]*cachedKey{},
 		cfg: cfg, store: cfg.Store, clock: cfg.Clock, log: cfg.Logger,
 		actors: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 			return cfg.Logger.With("lib", "protoactor")
@@ -386,5 +390,7 @@ func (s *System) StoreFailed(err error) {
 	s.envMu.Lock()
 	s.envs.Clear()
 	s.envMu.Unlock()
-	s.keyCache.Clear()
+	s.keyMu.Lock()
+	clear(s.keyCache)
+	s.keyMu.Unlock()
 }
