@@ -116,10 +116,20 @@ func writeRate(c *call) {
 	}
 	var buf [20]byte
 	h := &c.ctx.Response.Header
-	h.SetBytesV("RateLimit-Limit", strconv.AppendInt(buf[:0], int64(c.rate.Limit), 10))
-	h.SetBytesV("RateLimit-Remaining", strconv.AppendInt(buf[:0], int64(c.rate.Remaining), 10))
-	h.SetBytesV("RateLimit-Reset", strconv.AppendInt(buf[:0], c.rate.ResetSeconds(), 10))
+	h.SetCanonical(hdrRateLimit, strconv.AppendInt(buf[:0], int64(c.rate.Limit), 10))
+	h.SetCanonical(hdrRateRemaining, strconv.AppendInt(buf[:0], int64(c.rate.Remaining), 10))
+	h.SetCanonical(hdrRateReset, strconv.AppendInt(buf[:0], c.rate.ResetSeconds(), 10))
 }
+
+// The RateLimit header names as the server writes them: fasthttp's
+// normalized form of RateLimit-Limit and so on (header names are
+// case-insensitive; clients match them so). Set in this form, they are not
+// normalized again on every answer.
+var (
+	hdrRateLimit     = []byte("Ratelimit-Limit")
+	hdrRateRemaining = []byte("Ratelimit-Remaining")
+	hdrRateReset     = []byte("Ratelimit-Reset")
+)
 
 // rateLimited is the 429 for a refusal by limit n.
 func rateLimited(n ratelimit.Name, livemode bool, d ratelimit.Decision) *apiError {
