@@ -15,7 +15,7 @@ import (
 // committed to the journal but not yet folded into the entity buckets by a
 // checkpoint. Readers consult it before the buckets.
 //
-// It is a list of generations, oldest first. The publisher applies committed
+// It is a list of generations, oldest first. The committer applies committed
 // records to the newest, open generation; sealing it opens a new one. A
 // checkpoint folds one sealed generation per bbolt transaction and then drops
 // it whole, so trimming costs nothing per key, and the fold takes its writes,
@@ -23,14 +23,15 @@ import (
 // ordered index instead of sorting the records' ops. A key may live in
 // several generations; the newest one holds its latest write.
 //
-// The publisher is the only writer, and it writes only the open generation:
+// Only the committer (applying batches) and the publisher (sealing,
+// dropping) write, under mu, and only the open generation changes:
 // a sealed one never changes, so the checkpointer reads it without a lock.
 // Readers take the read lock only long enough to look up a key or copy out
 // a range.
 type overlay struct {
 	mu   sync.RWMutex
 	gens []*ovGen // oldest first; the last one is open, the others are sealed
-	// sealAt is the number of records after which the publisher seals the
+	// sealAt is the number of records after which the committer seals the
 	// open generation by itself, which bounds a checkpoint transaction.
 	sealAt int
 	size   atomic.Int64 // total entries of all generations, for Stats without the lock
@@ -106,7 +107,7 @@ func (o *overlay) apply(enc []byte, lsn uint64) {
 const maxGens = 16
 
 // sealFull seals the open generation once it holds sealAt records. The
-// publisher calls it between batches. Caller holds mu.
+// committer calls it between batches. Caller holds mu.
 func (o *overlay) sealFull() {
 	if o.gens[len(o.gens)-1].records >= o.sealAt && len(o.gens) < maxGens {
 		o.seal()

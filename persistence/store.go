@@ -68,7 +68,7 @@ type Store struct {
 	wake      chan struct{} // capacity 1: "there may be work" for the committer
 	ckWake    chan struct{} // capacity 1: "there may be work" for the checkpointer
 	ckDone    chan struct{} // closed when the checkpointer returns
-	pub       chan func()   // committer and checkpointer -> publisher, in order
+	pub       chan func()   // checkpointer -> publisher, in order
 	pubDone   chan struct{} // closed when the publisher returns
 	exited    chan struct{} // closed when the committer, checkpointer and publisher have returned
 	closed    atomic.Bool   // set after the committer has exited
