@@ -2,6 +2,7 @@ package transport
 
 import (
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -17,8 +18,9 @@ import (
 
 // writeBalance answers 200 with b.
 func writeBalance(ctx *fasthttp.RequestCtx, reqID string, b *policy.Balance) {
-	out := make([]byte, 0, 640)
-	out = append(out, `{"object":`...)
+	buf := answerBufs.Get().(*[]byte)
+	defer answerBufs.Put(buf)
+	out := append((*buf)[:0], `{"object":`...)
 	out = appendJSONString(out, b.Object)
 	out = append(out, `,"agent_id":`...)
 	out = appendJSONString(out, b.AgentID)
@@ -51,13 +53,14 @@ func writeBalance(ctx *fasthttp.RequestCtx, reqID string, b *policy.Balance) {
 	out = strconv.AppendBool(out, b.Livemode)
 	out = append(out, `,"as_of":`...)
 	out = appendJSONTime(out, b.AsOf)
-	writeBody(ctx, reqID, out)
+	*buf = writeBody(ctx, reqID, out)
 }
 
 // writeCheck answers 200 with r.
 func writeCheck(ctx *fasthttp.RequestCtx, reqID string, r *policy.CheckResult) {
-	out := make([]byte, 0, 640)
-	out = append(out, `{"object":`...)
+	buf := answerBufs.Get().(*[]byte)
+	defer answerBufs.Put(buf)
+	out := append((*buf)[:0], `{"object":`...)
 	out = appendJSONString(out, r.Object)
 	out = append(out, `,"allowed":`...)
 	out = strconv.AppendBool(out, r.Allowed)
@@ -101,7 +104,7 @@ func writeCheck(ctx *fasthttp.RequestCtx, reqID string, r *policy.CheckResult) {
 	out = appendNextAction(out, &r.NextAction)
 	out = append(out, `,"livemode":`...)
 	out = strconv.AppendBool(out, r.Livemode)
-	writeBody(ctx, reqID, out)
+	*buf = writeBody(ctx, reqID, out)
 }
 
 // appendNextAction writes a next_action object; its optional members are
@@ -133,15 +136,20 @@ func appendNextAction(out []byte, n *policy.NextAction) []byte {
 }
 
 // writeBody finishes an object whose members are written up to its last
-// one: request_id goes last, as writeObject places it.
-func writeBody(ctx *fasthttp.RequestCtx, reqID string, out []byte) {
+// one: request_id goes last, as writeObject places it. The response copies
+// out, so the buffer is returned (grown, if it had to) for the next answer.
+func writeBody(ctx *fasthttp.RequestCtx, reqID string, out []byte) []byte {
 	out = append(out, `,"request_id":`...)
 	out = appendJSONString(out, reqID)
 	out = append(out, '}')
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	ctx.SetContentType("application/json")
 	ctx.SetBody(out)
+	return out
 }
+
+// answerBufs holds the buffers hand-written answers are built in.
+var answerBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 func appendOptString(out []byte, s *string) []byte {
 	if s == nil {

@@ -47,16 +47,17 @@ func writeJSON(ctx *fasthttp.RequestCtx, status int, reqID string, v any) {
 func writeObject(ctx *fasthttp.RequestCtx, status int, reqID string, obj []byte, extra []byte) {
 	ctx.SetStatusCode(status)
 	ctx.SetContentType("application/json")
-	out := make([]byte, 0, len(obj)+len(extra)+48)
-	out = append(out, obj[:len(obj)-1]...)
+	// Straight into the response's own (pooled) body buffer: no copy of
+	// the object of our own.
+	ctx.SetBody(obj[:len(obj)-1])
 	if len(obj) > 2 {
-		out = append(out, ',')
+		ctx.Response.AppendBodyString(",")
 	}
-	out = append(out, extra...)
-	out = append(out, `"request_id":`...)
-	out = appendJSONString(out, reqID)
-	out = append(out, '}')
-	ctx.SetBody(out)
+	ctx.Response.AppendBody(extra)
+	var tail [80]byte
+	t := append(tail[:0], `"request_id":`...)
+	t = appendJSONString(t, reqID)
+	ctx.Response.AppendBody(append(t, '}'))
 }
 
 // appendJSONString appends s as a JSON string literal, escaped exactly as

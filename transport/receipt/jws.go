@@ -57,9 +57,15 @@ func sign(k Key, c policy.ReceiptClaims) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("receipt: marshal claims: %w", err)
 	}
-	input := b64.EncodeToString(h) + "." + b64.EncodeToString(p)
-	sig := ed25519.Sign(k.Private, []byte(input))
-	return input + "." + b64.EncodeToString(sig), nil
+	// One buffer for the whole token: the signing input is its prefix.
+	buf := make([]byte, 0, b64.EncodedLen(len(h))+b64.EncodedLen(len(p))+b64.EncodedLen(ed25519.SignatureSize)+2)
+	buf = b64.AppendEncode(buf, h)
+	buf = append(buf, '.')
+	buf = b64.AppendEncode(buf, p)
+	sig := ed25519.Sign(k.Private, buf)
+	buf = append(buf, '.')
+	buf = b64.AppendEncode(buf, sig)
+	return string(buf), nil
 }
 
 // Verify checks a receipt against a JWKS (as served by Keyring.JWKS) and
