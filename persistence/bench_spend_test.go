@@ -136,16 +136,5 @@ func BenchmarkSpendRecords(b *testing.B) {
 			}
 		}
 	})
-	st := s.Stats()
-	if err := s.Close(); err != nil {
-		b.Fatal(err)
-	}
-	b.StopTimer()
-	cpu := cpuTime(b) - cpu0
-	b.ReportMetric(float64(cpu.Nanoseconds())/float64(2*b.N), "cpu-ns/record")
-	b.ReportMetric(float64(2*b.N)/b.Elapsed().Seconds(), "records/s")
-	if st.Commits > 0 {
-		b.ReportMetric(float64(st.Records)/float64(st.Commits), "records/commit")
-	}
-	b.ReportMetric(float64(st.Checkpoints), "checkpoints")
+	closeAndReport(b, s, cpu0, 2*b.N)
 }
