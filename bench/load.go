@@ -4,12 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/valyala/fasthttp"
 )
 
 // phase is one kind of request the workers send in a loop.
@@ -239,12 +238,10 @@ func jsonField(body []byte, name string) string {
 // would make every occurrence distinct.
 func transportKind(err error) string {
 	switch {
-	case errors.Is(err, fasthttp.ErrTimeout):
-		return "transport: timeout"
-	case errors.Is(err, fasthttp.ErrNoFreeConns):
-		return "transport: no free connections"
-	case errors.Is(err, fasthttp.ErrConnectionClosed):
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return "transport: connection closed"
+	case errors.Is(err, errChunked):
+		return "transport: " + errChunked.Error()
 	}
 	var ne interface{ Timeout() bool }
 	if errors.As(err, &ne) && ne.Timeout() {
