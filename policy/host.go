@@ -81,6 +81,9 @@ func CanonicalHost(s string) (string, error) {
 }
 
 func canonicalHost(s string) (string, string) {
+	if plainHost(s) {
+		return finishHost(s)
+	}
 	if p := shapeProblem(s); p != "" {
 		return "", p
 	}
@@ -100,6 +103,39 @@ func canonicalHost(s string) (string, string) {
 		}
 	}
 	return canonicalHostIDNA(s)
+}
+
+// plainHost reports a name that is already canonical in form: lower-case
+// letters, digits, hyphens and dots making well-formed DNS labels, none of
+// them reserved for IDNA, and at least one letter or hyphen so it cannot be
+// an IPv4 literal. Such a name passes every shape, label and IDNA step
+// unchanged, so one pass over it replaces them; it is the name agents send
+// on every spend and check. The host fuzz target holds it to the full path.
+func plainHost(s string) bool {
+	if len(s) == 0 || len(s) > maxHostLen {
+		return false
+	}
+	start := 0     // first byte of the current label
+	named := false // a letter or hyphen was seen
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == '.' {
+			n := i - start
+			if n == 0 || n > maxLabelLen || s[start] == '-' || s[i-1] == '-' ||
+				n >= 4 && s[start+2] == '-' && s[start+3] == '-' {
+				return false
+			}
+			start = i + 1
+			continue
+		}
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', c == '-':
+			named = true
+		case '0' <= c && c <= '9':
+		default:
+			return false
+		}
+	}
+	return named
 }
 
 // hyphenPair reports a label with hyphens in its third and fourth place,

@@ -91,6 +91,9 @@ const amountExample = `use a plain decimal string like "5.00"`
 // "5.0" prints back as "5.0". Every rejection is an *AmountError whose
 // Problem says what to change.
 func ParseAmount(s string) (Amount, error) {
+	if a, ok := parsePlainAmount(s); ok {
+		return a, nil
+	}
 	if p := wireProblem(s); p != "" {
 		return Amount{}, &AmountError{Input: s, Problem: p}
 	}
@@ -151,6 +154,56 @@ func wireProblem(s string) string {
 		return fmt.Sprintf("use at most %d decimals (the smallest USDC unit is 0.000001)", maxAmountDecimals)
 	}
 	return ""
+}
+
+// parsePlainAmount is ParseAmount for text that follows the wire rule, in
+// one pass and without apd's parser: amounts are parsed on every spend and
+// check. It answers false for anything else, and ParseAmount then takes
+// the path that words the error. A wire amount has at most 18 digits, so
+// its coefficient always fits an int64. The amount fuzz target checks that
+// both paths build the same decimal.
+func parsePlainAmount(s string) (Amount, bool) {
+	n := len(s)
+	if n == 0 {
+		return Amount{}, false
+	}
+	var coef int64
+	i := 0
+	if s[0] == '0' {
+		i = 1 // a leading zero stands alone
+	} else {
+		for i < n && '0' <= s[i] && s[i] <= '9' {
+			coef = coef*10 + int64(s[i]-'0')
+			i++
+			if i > maxAmountIntegerDigits {
+				return Amount{}, false
+			}
+		}
+		if i == 0 {
+			return Amount{}, false
+		}
+	}
+	scale := 0
+	if i < n {
+		if s[i] != '.' {
+			return Amount{}, false
+		}
+		i++
+		for i < n && '0' <= s[i] && s[i] <= '9' {
+			coef = coef*10 + int64(s[i]-'0')
+			i++
+			scale++
+			if scale > maxAmountDecimals {
+				return Amount{}, false
+			}
+		}
+		if scale == 0 || i != n {
+			return Amount{}, false
+		}
+	}
+	var a Amount
+	a.d.SetFinite(coef, int32(-scale))
+	return a, true
 }
 
 // decimalFromChecked builds an Amount from text already validated as plain
@@ -280,9 +333,72 @@ func mustExact(op string, _ apd.Condition, err error) {
 	}
 }
 
+// maxAligned bounds the coefficients the int64 fast paths work with:
+// below 2^62, the sum or difference of two of them still fits an int64.
+const maxAligned = 1 << 62
+
+// maxAlignedExponent keeps the fast paths far from apd's exponent limits,
+// where its rounding step would report overflow or underflow.
+const maxAlignedExponent = 64
+
+// pow10 holds the powers of ten an int64 can hold.
+var pow10 = func() (p [19]int64) {
+	p[0] = 1
+	for i := 1; i < len(p); i++ {
+		p[i] = p[i-1] * 10
+	}
+	return p
+}()
+
+// aligned writes a and b as signed int64 coefficients over their common
+// (smaller) exponent, which is what apd does before it adds, subtracts or
+// compares. ok is false when either is not finite or a coefficient would
+// reach maxAligned; the callers then go through apd. Balances and caps are
+// well inside this range, so apd's general arithmetic is the rare path.
+func aligned(a, b *apd.Decimal) (x, y int64, exp int32, ok bool) {
+	if a.Form != apd.Finite || b.Form != apd.Finite || !a.Coeff.IsInt64() || !b.Coeff.IsInt64() ||
+		a.Exponent < -maxAlignedExponent || a.Exponent > maxAlignedExponent ||
+		b.Exponent < -maxAlignedExponent || b.Exponent > maxAlignedExponent {
+		return 0, 0, 0, false
+	}
+	x, y = a.Coeff.Int64(), b.Coeff.Int64()
+	if x < 0 || y < 0 || x >= maxAligned || y >= maxAligned {
+		return 0, 0, 0, false
+	}
+	exp = min(a.Exponent, b.Exponent)
+	if x, ok = scaleUp(x, int64(a.Exponent)-int64(exp)); !ok {
+		return 0, 0, 0, false
+	}
+	if y, ok = scaleUp(y, int64(b.Exponent)-int64(exp)); !ok {
+		return 0, 0, 0, false
+	}
+	if a.Negative {
+		x = -x
+	}
+	if b.Negative {
+		y = -y
+	}
+	return x, y, exp, true
+}
+
+// scaleUp returns c * 10^by when that stays below maxAligned.
+func scaleUp(c, by int64) (int64, bool) {
+	if by == 0 {
+		return c, true
+	}
+	if by >= int64(len(pow10)) || c > maxAligned/pow10[by] {
+		return 0, false
+	}
+	return c * pow10[by], true
+}
+
 // Add returns a + b exactly.
 func (a Amount) Add(b Amount) Amount {
 	var r Amount
+	if x, y, exp, ok := aligned(&a.d, &b.d); ok {
+		r.d.SetFinite(x+y, exp)
+		return r
+	}
 	c, err := arith.Add(&r.d, &a.d, &b.d)
 	mustExact("addition", c, err)
 	r.d.Negative = r.d.Negative && !r.d.IsZero()
@@ -292,6 +408,10 @@ func (a Amount) Add(b Amount) Amount {
 // Sub returns a - b exactly; the result may be negative.
 func (a Amount) Sub(b Amount) Amount {
 	var r Amount
+	if x, y, exp, ok := aligned(&a.d, &b.d); ok {
+		r.d.SetFinite(x-y, exp)
+		return r
+	}
 	c, err := arith.Sub(&r.d, &a.d, &b.d)
 	mustExact("subtraction", c, err)
 	r.d.Negative = r.d.Negative && !r.d.IsZero()
@@ -300,7 +420,18 @@ func (a Amount) Sub(b Amount) Amount {
 
 // Cmp compares numerically: -1 if a < b, 0 if a == b, +1 if a > b. Scale
 // does not matter: 99 and 99.00 compare equal.
-func (a Amount) Cmp(b Amount) int { return a.d.Cmp(&b.d) }
+func (a Amount) Cmp(b Amount) int {
+	if x, y, _, ok := aligned(&a.d, &b.d); ok {
+		switch {
+		case x < y:
+			return -1
+		case x > y:
+			return 1
+		}
+		return 0
+	}
+	return a.d.Cmp(&b.d)
+}
 
 // Sign returns -1, 0 or +1.
 func (a Amount) Sign() int { return a.d.Sign() }

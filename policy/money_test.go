@@ -4,9 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/cockroachdb/apd/v3"
 )
 
 func TestParseAmountRejects(t *testing.T) {
@@ -379,6 +383,15 @@ func FuzzParseAmount(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
+		// The one-pass parser accepts exactly the wire rule and builds
+		// what apd's parser builds.
+		plain, ok := parsePlainAmount(s)
+		if valid := wireProblem(s) == ""; ok != valid {
+			t.Fatalf("parsePlainAmount(%q) ok=%v, but the wire rule says valid=%v", s, ok, valid)
+		}
+		if ok && !sameDecimal(plain, decimalFromChecked(s)) {
+			t.Fatalf("parsePlainAmount(%q) = %s (exp %d), apd parses %s", s, plain, plain.d.Exponent, decimalFromChecked(s))
+		}
 		a, err := ParseAmount(s)
 		if err != nil {
 			var ae *AmountError
@@ -443,5 +456,80 @@ func TestDisplayFastPathMatchesText(t *testing.T) {
 		if got := v.Display(); got != want {
 			t.Errorf("Display(%dE%d neg=%v) = %q, want %q", tc.coef, tc.exp, tc.neg, got, want)
 		}
+	}
+}
+
+// apdOp is the general path the int64 fast paths stand in for.
+func apdOp(t *testing.T, op string, a, b Amount) Amount {
+	t.Helper()
+	var r Amount
+	var err error
+	switch op {
+	case "add":
+		_, err = arith.Add(&r.d, &a.d, &b.d)
+	case "sub":
+		_, err = arith.Sub(&r.d, &a.d, &b.d)
+	}
+	if err != nil {
+		t.Fatalf("apd %s(%s, %s): %v", op, a, b, err)
+	}
+	r.d.Negative = r.d.Negative && !r.d.IsZero()
+	return r
+}
+
+// sameDecimal compares the representation, not just the value: a result
+// must keep the scale apd would have given it.
+func sameDecimal(a, b Amount) bool {
+	return a.d.Form == b.d.Form && a.d.Negative == b.d.Negative && a.d.Exponent == b.d.Exponent &&
+		a.d.Coeff.Cmp(&b.d.Coeff) == 0
+}
+
+func TestArithmeticFastPathMatchesApd(t *testing.T) {
+	seed := time.Now().UnixNano()
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	t.Logf("seed %d", seed)
+	// Coefficients around the edges of the fast path (2^62, powers of
+	// ten, int64) as well as ordinary amounts.
+	edges := []int64{0, 1, 9, 10, 999_999, 1_000_000, maxAligned - 1, maxAligned, maxAligned + 1,
+		math.MaxInt64, maxAligned / 10, maxAligned/10 + 1, 999_999_999_999_999_999}
+	random := func() Amount {
+		var a Amount
+		var c int64
+		switch rng.IntN(4) {
+		case 0:
+			c = edges[rng.IntN(len(edges))]
+		case 1:
+			c = rng.Int64N(1_000_000_000)
+		default:
+			c = rng.Int64()
+		}
+		a.d.SetFinite(c, int32(rng.IntN(13)-8)) // exact within arithPrecision
+		if rng.IntN(3) == 0 && c != 0 {
+			a.d.Negative = true
+		}
+		if rng.IntN(50) == 0 { // beyond int64
+			a.d.Coeff.Mul(&a.d.Coeff, apd.NewBigInt(1_009))
+		}
+		return a
+	}
+	fast := 0
+	for range 200_000 {
+		a, b := random(), random()
+		if _, _, _, ok := aligned(&a.d, &b.d); ok {
+			fast++
+		}
+		if got, want := a.Add(b), apdOp(t, "add", a, b); !sameDecimal(got, want) {
+			t.Fatalf("%s + %s = %s (exp %d), apd says %s (exp %d)", a, b, got, got.d.Exponent, want, want.d.Exponent)
+		}
+		if got, want := a.Sub(b), apdOp(t, "sub", a, b); !sameDecimal(got, want) {
+			t.Fatalf("%s - %s = %s (exp %d), apd says %s (exp %d)", a, b, got, got.d.Exponent, want, want.d.Exponent)
+		}
+		if got, want := a.Cmp(b), a.d.Cmp(&b.d); got != want {
+			t.Fatalf("Cmp(%s, %s) = %d, apd says %d", a, b, got, want)
+		}
+	}
+	// Both paths must actually have been taken.
+	if fast < 20_000 || fast > 180_000 {
+		t.Fatalf("fast path taken %d times of 200000: the generator no longer covers both paths", fast)
 	}
 }

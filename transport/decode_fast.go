@@ -220,3 +220,120 @@ func equalFoldASCII(a, b string) bool {
 	}
 	return true
 }
+
+// maxFlatMembers is how many names decodeFlatStrings can track.
+const maxFlatMembers = 8
+
+// decodeFlatStrings reads the commonest body of all, an object of a few
+// string members, in one pass and with one allocation: the member names
+// must be exactly among names (same case), each at most once, and each
+// value a string of printable ASCII without escapes, or null. vals[i] is
+// set and set[i] is true for each name present with a string. It answers
+// false for anything else, setting nothing that matters: the caller then
+// decodes the body with decodeStrict, which decides and words the error.
+// For the bodies it accepts, it reads what encoding/json reads (a fuzz
+// target checks this).
+func decodeFlatStrings(body []byte, names []string, vals []string, set []bool) bool {
+	if len(names) > maxFlatMembers {
+		return false
+	}
+	var seen [maxFlatMembers]bool
+	var spans [maxFlatMembers][2]int
+	i := skipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return false
+	}
+	i = skipSpace(body, i+1)
+	if i < len(body) && body[i] == '}' {
+		return skipSpace(body, i+1) == len(body)
+	}
+	for {
+		start, end, ok := plainString(body, i)
+		if !ok {
+			return false
+		}
+		k := -1
+		for n, name := range names {
+			if string(body[start:end]) == name {
+				k = n
+				break
+			}
+		}
+		if k < 0 || seen[k] {
+			return false
+		}
+		seen[k] = true
+		i = skipSpace(body, end+1)
+		if i >= len(body) || body[i] != ':' {
+			return false
+		}
+		i = skipSpace(body, i+1)
+		if i < len(body) && body[i] == 'n' {
+			if i, ok = scanLiteral(body, i, "null"); !ok {
+				return false
+			}
+			spans[k] = [2]int{-1, -1}
+		} else {
+			if start, end, ok = plainString(body, i); !ok {
+				return false
+			}
+			spans[k] = [2]int{start, end}
+			i = end + 1
+		}
+		i = skipSpace(body, i)
+		if i >= len(body) {
+			return false
+		}
+		if body[i] == '}' {
+			break
+		}
+		if body[i] != ',' {
+			return false
+		}
+		i = skipSpace(body, i+1)
+	}
+	if skipSpace(body, i+1) != len(body) {
+		return false
+	}
+	// One string for all values: they are cut from it.
+	lo, hi := len(body), 0
+	for k := range names {
+		if seen[k] && spans[k][0] >= 0 {
+			lo, hi = min(lo, spans[k][0]), max(hi, spans[k][1])
+		}
+	}
+	var all string
+	if lo < hi {
+		all = string(body[lo:hi])
+	}
+	for k := range names {
+		if !seen[k] || spans[k][0] < 0 {
+			continue
+		}
+		if spans[k][0] < spans[k][1] {
+			vals[k] = all[spans[k][0]-lo : spans[k][1]-lo]
+		} else {
+			vals[k] = ""
+		}
+		set[k] = true
+	}
+	return true
+}
+
+// plainString finds the string starting at b[i] when it holds only
+// printable ASCII and no escapes; start and end bound its contents (end is
+// the closing quote).
+func plainString(b []byte, i int) (start, end int, ok bool) {
+	if i >= len(b) || b[i] != '"' {
+		return 0, 0, false
+	}
+	for j := i + 1; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			return i + 1, j, true
+		case c == '\\' || c < 0x20 || c >= 0x7f:
+			return 0, 0, false
+		}
+	}
+	return 0, 0, false
+}

@@ -283,26 +283,55 @@ type checkBody struct {
 	Currency    *string `json:"currency"`
 }
 
+// checkMembers are checkBody's members, in the order of checkInput's
+// arrays.
+var checkMembers = []string{"destination", "amount", "currency"}
+
+const (
+	checkDestination = iota
+	checkAmount
+	checkCurrency
+)
+
+// readCheckBody decodes a check body: in one pass when it is the plain
+// shape agents send, otherwise through decodeStrict.
+func readCheckBody(raw []byte) (vals [3]string, set [3]bool, _ *apiError) {
+	if decodeFlatStrings(raw, checkMembers, vals[:], set[:]) {
+		return vals, set, nil
+	}
+	var body checkBody
+	if err := decodeStrict(raw, &body); err != nil {
+		return vals, set, err
+	}
+	for i, p := range []*string{body.Destination, body.Amount, body.Currency} {
+		if p != nil {
+			vals[i], set[i] = *p, true
+		}
+	}
+	return vals, set, nil
+}
+
 func (s *Server) checkSpend(c *call) *apiError {
 	if err := requireJSON(c); err != nil {
 		return err
 	}
-	var body checkBody
-	if err := decodeStrict(c.ctx.PostBody(), &body); err != nil {
+	vals, set, err := readCheckBody(c.ctx.PostBody())
+	if err != nil {
 		return err
 	}
-	if body.Destination == nil {
+	if !set[checkDestination] {
 		return badParam(codeParameterMissing, "destination", "destination is required: the vendor's host name.")
 	}
-	if d := *body.Destination; d == "" || len(d) > maxDestination {
+	destination := vals[checkDestination]
+	if destination == "" || len(destination) > maxDestination {
 		return badParam(codeParameterInvalid, "destination", "destination must be a host name of 1 to 253 characters.")
 	}
-	if body.Currency != nil && *body.Currency != "usdc" {
+	if set[checkCurrency] && vals[checkCurrency] != "usdc" {
 		return badParam(codeCurrency, "currency", `currency must be "usdc" (or omitted).`)
 	}
 	var amount *policy.Amount
-	if body.Amount != nil {
-		a, aerr := parseAmount("amount", *body.Amount)
+	if set[checkAmount] {
+		a, aerr := parseAmount("amount", vals[checkAmount])
 		if aerr != nil {
 			return aerr
 		}
@@ -311,9 +340,9 @@ func (s *Server) checkSpend(c *call) *apiError {
 	// Reads answer from the agent's published snapshot; only a passivated
 	// agent is activated first, and that wait is bounded by the actors'
 	// own request timeout. No timer per request: these are the hot reads.
-	r, err := s.sys.Check(c.ctx, c.who, *body.Destination, amount)
-	if err != nil {
-		return fromActors(err)
+	r, cerr := s.sys.Check(c.ctx, c.who, destination, amount)
+	if cerr != nil {
+		return fromActors(cerr)
 	}
 	writeCheck(c.ctx, c.reqID, &r)
 	return nil
