@@ -53,26 +53,33 @@ func digestOf(secret string) string {
 }
 
 // parseSecret checks the key's shape before any lookup:
-// svc_<env>_<kind>_<43 base62 characters>.
-func parseSecret(secret string) (env Env, kind string, ok bool) {
+// svc_<env>_<kind>_<43 base62 characters>. It takes the secret as text or
+// as the request header's bytes, so the hot path converts nothing.
+func parseSecret[T string | []byte](secret T) (env Env, kind string, ok bool) {
 	const secretLen = 43
-	rest, found := strings.CutPrefix(secret, "svc_")
-	if !found {
+	if len(secret) < 4 || string(secret[:4]) != "svc_" {
 		return "", "", false
 	}
-	i := strings.IndexByte(rest, '_')
-	if i < 0 {
+	rest := secret[4:]
+	// The returned env and kind are the constants, never a slice of the
+	// secret: they outlive the request.
+	switch {
+	case len(rest) > 5 && string(rest[:5]) == string(EnvTest)+"_":
+		env, rest = EnvTest, rest[5:]
+	case len(rest) > 5 && string(rest[:5]) == string(EnvLive)+"_":
+		env, rest = EnvLive, rest[5:]
+	default:
 		return "", "", false
 	}
-	env, rest = Env(rest[:i]), rest[i+1:]
-	if env != EnvTest && env != EnvLive {
+	switch {
+	case len(rest) > len(KindAgent) && string(rest[:len(KindAgent)+1]) == KindAgent+"_":
+		kind, rest = KindAgent, rest[len(KindAgent)+1:]
+	case len(rest) > len(KindOwner) && string(rest[:len(KindOwner)+1]) == KindOwner+"_":
+		kind, rest = KindOwner, rest[len(KindOwner)+1:]
+	default:
 		return "", "", false
 	}
-	if i = strings.IndexByte(rest, '_'); i < 0 {
-		return "", "", false
-	}
-	kind, rest = rest[:i], rest[i+1:]
-	if kind != KindAgent && kind != KindOwner || len(rest) != secretLen {
+	if len(rest) != secretLen {
 		return "", "", false
 	}
 	for j := 0; j < len(rest); j++ {
@@ -97,15 +104,32 @@ func (s *System) Authenticate(secret string) (Principal, error) {
 	if !ok {
 		return Principal{}, ErrInvalidKey
 	}
-	sum := sha256.Sum256([]byte(secret))
+	return s.authenticate(env, kind, sha256.Sum256([]byte(secret)))
+}
+
+// AuthenticateBytes is Authenticate for a secret still in the request's
+// header buffer; it keeps no reference to it.
+func (s *System) AuthenticateBytes(secret []byte) (Principal, error) {
+	env, kind, ok := parseSecret(secret)
+	if !ok {
+		return Principal{}, ErrInvalidKey
+	}
+	return s.authenticate(env, kind, sha256.Sum256(secret))
+}
+
+// authenticate checks a well-shaped secret, given by its digest, against
+// the stored key.
+func (s *System) authenticate(env Env, kind string, sum [sha256.Size]byte) (Principal, error) {
 	ck, err := s.lookupKey(sum)
 	if err != nil {
 		return Principal{}, err
 	}
 	k := &ck.key
-	now := s.clock.Now().UTC()
+	var now time.Time
 	if ck.env != nil {
 		now = ck.env.now(s.clock) // a practice key ages with the practice clock
+	} else {
+		now = s.clock.Now()
 	}
 	if subtle.ConstantTimeCompare(ck.digest[:], sum[:]) != 1 || k.RevokedAt != nil && !k.RevokedAt.After(now) ||
 		!now.Before(k.ExpiresAt) || k.Kind != kind || EnvOf(k.Livemode) != env {

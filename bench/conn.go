@@ -20,9 +20,13 @@ import (
 type loadConn struct {
 	addr    string
 	timeout time.Duration
-	conn    net.Conn
-	r       *bufio.Reader
-	body    []byte
+	// deadline is the read/write deadline in force on conn. It is moved
+	// only when less than half the timeout is left, not per request:
+	// setting it costs a clock read and a timer update each time.
+	deadline time.Time
+	conn     net.Conn
+	r        *bufio.Reader
+	body     []byte
 }
 
 // errChunked: the service answers with Content-Length; anything else is a
@@ -34,23 +38,28 @@ func newLoadConn(addr string, timeout time.Duration) *loadConn {
 }
 
 // do sends req (a whole HTTP/1.1 request) and returns the status and the
-// body, which stays valid until the next call. Any failure closes the
-// connection; the next call dials again.
-func (c *loadConn) do(req []byte) (status int, body []byte, err error) {
+// body, which stays valid until the next call. now is the caller's clock
+// reading for this request; the request gets at least half the timeout.
+// Any failure closes the connection; the next call dials again.
+func (c *loadConn) do(req []byte, now time.Time) (status int, body []byte, err error) {
 	if c.conn == nil {
 		conn, err := net.DialTimeout("tcp", c.addr, c.timeout)
 		if err != nil {
 			return 0, nil, err
 		}
 		c.conn = conn
+		c.deadline = time.Time{}
 		if c.r == nil {
 			c.r = bufio.NewReaderSize(conn, 16<<10)
 		} else {
 			c.r.Reset(conn)
 		}
 	}
-	if err := c.conn.SetDeadline(time.Now().Add(c.timeout)); err != nil {
-		return 0, nil, c.fail(err)
+	if c.deadline.Sub(now) < c.timeout/2 {
+		c.deadline = now.Add(c.timeout)
+		if err := c.conn.SetDeadline(c.deadline); err != nil {
+			return 0, nil, c.fail(err)
+		}
 	}
 	if _, err := c.conn.Write(req); err != nil {
 		return 0, nil, c.fail(err)

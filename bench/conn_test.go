@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"errors"
 	"net"
 	"strings"
 	"testing"
@@ -76,7 +77,7 @@ func TestLoadConnReadsAnswersAndKeepsTheConnection(t *testing.T) {
 		body   string
 	}{{201, `{"ok":true}`}, {429, `{}`}, {200, ``}, {200, `next`}}
 	for i, w := range want {
-		status, body, err := c.do(req)
+		status, body, err := c.do(req, time.Now())
 		if err != nil {
 			t.Fatalf("answer %d: %v", i, err)
 		}
@@ -103,7 +104,7 @@ func TestLoadConnRefusesAnswersWithoutLength(t *testing.T) {
 		c := newLoadConn(addr, 5*time.Second)
 		var b requestBuilder
 		b.start("POST", "/v1/spends/check", addr, "k")
-		if status, body, err := c.do(b.finish([]byte(`{}`))); err == nil {
+		if status, body, err := c.do(b.finish([]byte(`{}`)), time.Now()); err == nil {
 			t.Errorf("answer %q: read as %d %q, want an error", answer, status, body)
 		}
 		if c.conn != nil {
@@ -122,4 +123,57 @@ func TestRequestBuilderSetsLengthOfBody(t *testing.T) {
 	if got != want {
 		t.Fatalf("request:\n%q\nwant\n%q", got, want)
 	}
+}
+
+func TestLoadConnMovesItsDeadlineOnlyWhenHalfIsLeft(t *testing.T) {
+	ok := "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
+	addr, _ := answerer(t, ok, ok, ok)
+	const timeout = 10 * time.Second
+	c := newLoadConn(addr, timeout)
+	defer c.close()
+	var b requestBuilder
+	b.start("GET", "/v1/balance", addr, "k")
+	req := b.finish(nil)
+	t0 := time.Now()
+	for i, step := range []struct {
+		now  time.Time
+		want time.Time
+	}{
+		{t0, t0.Add(timeout)},                              // a new connection gets one
+		{t0.Add(timeout / 4), t0.Add(timeout)},             // three quarters left: kept
+		{t0.Add(timeout * 3 / 4), t0.Add(timeout * 7 / 4)}, // a quarter left: moved
+	} {
+		if _, _, err := c.do(req, step.now); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if !c.deadline.Equal(step.want) {
+			t.Fatalf("request %d: deadline %v after start, want %v", i, c.deadline.Sub(t0), step.want.Sub(t0))
+		}
+	}
+}
+
+func TestLoadConnGivesUpOnASilentServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ln.Close() }()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if conn, err := ln.Accept(); err == nil {
+			accepted <- conn // held open, never answered
+		}
+	}()
+	c := newLoadConn(ln.Addr().String(), 200*time.Millisecond)
+	var b requestBuilder
+	b.start("GET", "/v1/balance", ln.Addr().String(), "k")
+	_, _, err = c.do(b.finish(nil), time.Now())
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("silent server: %v, want a timeout", err)
+	}
+	if c.conn != nil {
+		t.Fatal("the connection stays open after a timeout")
+	}
+	_ = (<-accepted).Close()
 }

@@ -181,7 +181,7 @@ func (w *worker) loop(ctx context.Context, addr string, ph phase, start, end tim
 		if !t0.Before(end) {
 			return
 		}
-		sc, body, err := c.do(req)
+		sc, body, err := c.do(req, t0)
 		t1 := time.Now()
 		counted := !t0.Before(start) && !t1.After(end)
 		if err != nil {

@@ -1,12 +1,12 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -350,14 +350,18 @@ func (s *Server) keyed(kind, wrongKind string, h handler, limits []ratelimit.Nam
 // authenticate finds the key of the Authorization header. A missing or
 // invalid key is counted against the client's IP (spec 5.6); once that
 // IP's allowance is used up the answer is 429 instead of 401.
+// hdrAuthorization is the header name in the form fasthttp stores it.
+var hdrAuthorization = []byte("Authorization")
+
 func (s *Server) authenticate(c *call) (actors.Principal, *apiError) {
-	auth := string(c.ctx.Request.Header.Peek("Authorization"))
+	// Read in place: the secret is hashed, never kept.
+	auth := c.ctx.Request.Header.PeekBytes(hdrAuthorization)
 	// The scheme is case-insensitive (RFC 9110 11.1).
-	scheme, secret, ok := strings.Cut(auth, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || len(secret) > 200 {
+	scheme, secret, ok := bytes.Cut(auth, []byte(" "))
+	if !ok || !bytes.EqualFold(scheme, []byte("Bearer")) || len(secret) > 200 {
 		return actors.Principal{}, s.invalidKey(c, &apiError{code: codeInvalidAPIKey, message: actors.ErrInvalidKey.Message})
 	}
-	p, err := s.sys.Authenticate(secret)
+	p, err := s.sys.AuthenticateBytes(secret)
 	if err != nil {
 		e := fromActors(err)
 		if e.code == codeInvalidAPIKey {
