@@ -28,7 +28,8 @@ func newRequestIDs() *requestIDs {
 }
 
 func (r *requestIDs) next() string {
-	return r.prefix + strconv.FormatUint(r.n.Add(1)+1<<40, 36)
+	var b [40]byte
+	return string(strconv.AppendUint(append(b[:0], r.prefix...), r.n.Add(1)+1<<40, 36))
 }
 
 // writeJSON encodes v with the per-response fields added.
