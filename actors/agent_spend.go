@@ -79,6 +79,7 @@ func (a *agentActor) load() {
 	}
 	// The 24 h per-destination window: settled spends of the last day.
 	cut := now.Add(-policy.DestinationWindowLength)
+	var window []policy.WindowEntry
 	err = a.sys.store.Scan(bAgentSpends, prefixOf(a.id), nil, true, func(k, _ []byte) bool {
 		id := string(k[len(a.id)+1:])
 		if ms, ok := idMillis(id); ok && time.UnixMilli(ms).Before(cut.Add(-time.Minute)) {
@@ -87,7 +88,7 @@ func (a *agentActor) load() {
 		sp := &policy.Spend{}
 		if ok, err := a.sys.getJSON(bSpends, []byte(id), sp); err == nil && ok &&
 			sp.Status == policy.StatusSettled && sp.CreatedAt.After(cut) {
-			a.ledger.AddWindow(policy.WindowEntry{SpendID: id, At: sp.CreatedAt, Dest: sp.Destination, Amount: *sp.AmountSettled})
+			window = append(window, policy.WindowEntry{SpendID: id, At: sp.CreatedAt, Dest: sp.Destination, Amount: *sp.AmountSettled})
 		}
 		return true
 	})
@@ -95,6 +96,7 @@ func (a *agentActor) load() {
 		a.loadErr = ErrUnavailable
 		return
 	}
+	a.ledger.AddWindow(window...)
 	a.loaded = true
 }
 

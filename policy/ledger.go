@@ -108,7 +108,10 @@ func (l *Ledger) trimWindow(now time.Time) {
 		i++
 	}
 	if i > 0 {
-		l.Window = append(l.Window[:0:0], l.Window[i:]...)
+		// A reslice, not a copy: this runs on every rule check, and the
+		// array is reallocated (dropping the expired head) when it grows.
+		// Nothing writes into a window shared with a snapshot.
+		l.Window = l.Window[i:]
 	}
 }
 
@@ -175,8 +178,33 @@ func (l *Ledger) Reserve(s *Spend, now time.Time) {
 		l.Holds = make(map[string]HoldEntry)
 	}
 	l.Holds[s.ID] = HoldEntry{Amount: s.Amount, Status: s.Status, Dest: s.Destination, Created: s.CreatedAt}
-	l.Window = append(l.Window, WindowEntry{SpendID: s.ID, At: s.CreatedAt, Dest: s.Destination, Amount: s.Amount})
-	sortWindow(l.Window)
+	l.insertWindow(WindowEntry{SpendID: s.ID, At: s.CreatedAt, Dest: s.Destination, Amount: s.Amount})
+}
+
+// insertWindow adds e to the window, which stays ordered by At; an entry
+// goes after those with the same At. A new spend is nearly always the
+// newest, so this is an append: the window can hold every spend of a day.
+func (l *Ledger) insertWindow(e WindowEntry) {
+	n := len(l.Window)
+	if n == 0 || !e.At.Before(l.Window[n-1].At) {
+		l.Window = append(l.Window, e)
+		return
+	}
+	i := sort.Search(n, func(i int) bool { return e.At.Before(l.Window[i].At) })
+	l.Window = append(l.Window, WindowEntry{})
+	copy(l.Window[i+1:], l.Window[i:n])
+	l.Window[i] = e
+}
+
+// windowIndex finds a spend's window entry, or -1. It looks from the
+// newest end, where a spend being settled or released nearly always is.
+func (l *Ledger) windowIndex(id string) int {
+	for i := len(l.Window) - 1; i >= 0; i-- {
+		if l.Window[i].SpendID == id {
+			return i
+		}
+	}
+	return -1
 }
 
 // Restatus updates the status of an active hold (pending -> approved ...).
@@ -190,11 +218,8 @@ func (l *Ledger) Restatus(id string, st Status) {
 // Release drops a hold without paying: the allowance returns at once.
 func (l *Ledger) Release(id string, now time.Time) {
 	delete(l.Holds, id)
-	for i := range l.Window {
-		if l.Window[i].SpendID == id {
-			l.Window = append(l.Window[:i], l.Window[i+1:]...)
-			break
-		}
+	if i := l.windowIndex(id); i >= 0 {
+		l.Window = append(l.Window[:i], l.Window[i+1:]...)
 	}
 	l.roll(now)
 }
@@ -203,11 +228,8 @@ func (l *Ledger) Release(id string, now time.Time) {
 // releases the difference at once.
 func (l *Ledger) Settle(id string, price Amount, now time.Time) {
 	delete(l.Holds, id)
-	for i := range l.Window {
-		if l.Window[i].SpendID == id {
-			l.Window[i].Amount = price
-			break
-		}
+	if i := l.windowIndex(id); i >= 0 {
+		l.Window[i].Amount = price
 	}
 	l.roll(now)
 	l.DaySettled = l.DaySettled.Add(price)
@@ -223,9 +245,10 @@ func (l *Ledger) RecordAsked(dest string, now time.Time) {
 	}
 }
 
-// AddWindow restores a settled amount into the 24 h window (activation).
-func (l *Ledger) AddWindow(e WindowEntry) {
-	l.Window = append(l.Window, e)
+// AddWindow restores settled amounts into the 24 h window (activation),
+// in any order: the window is sorted once for all of them.
+func (l *Ledger) AddWindow(es ...WindowEntry) {
+	l.Window = append(l.Window, es...)
 	sortWindow(l.Window)
 }
 

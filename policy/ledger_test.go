@@ -2,7 +2,10 @@ package policy
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"reflect"
+	"sort"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -315,5 +318,128 @@ func TestLedgerWindowsNeverRollBackwards(t *testing.T) {
 				t.Errorf("after 30.00 settled today, 25.00 more against a 50.00 daily cap: %s, want daily_cap", verdict(d))
 			}
 		})
+	}
+}
+
+// windowModel is the window kept the plain way: append and stable-sort on
+// every insert, first match on settle and release, drop expired entries.
+type windowModel []WindowEntry
+
+func (m *windowModel) insert(es ...WindowEntry) {
+	*m = append(*m, es...)
+	sort.SliceStable(*m, func(i, j int) bool { return (*m)[i].At.Before((*m)[j].At) })
+}
+
+func (m windowModel) find(id string) int {
+	for i := range m {
+		if m[i].SpendID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+func (m *windowModel) trim(now time.Time) {
+	cut := now.Add(-DestinationWindowLength)
+	var kept windowModel
+	for _, w := range *m {
+		if w.At.After(cut) {
+			kept = append(kept, w)
+		}
+	}
+	*m = kept
+}
+
+// The window's bookkeeping (insert where it belongs, search from the new
+// end, trim by reslicing) keeps exactly the entries, order and amounts of
+// the plain way, through out-of-order and equal times and every kind of
+// change.
+func TestLedgerWindowMatchesModel(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 1))
+	var l Ledger
+	var m windowModel
+	now := fixNow
+	live := []string{}
+	next := 0
+	for step := range 5_000 {
+		switch op := rng.IntN(10); {
+		case op < 5: // a new spend, usually the newest, sometimes earlier or tied
+			at := now.Add(-time.Duration(rng.IntN(3)) * time.Minute)
+			id := "sp" + strconv.Itoa(next)
+			next++
+			sp := &Spend{ID: id, CreatedAt: at, Destination: "d" + strconv.Itoa(rng.IntN(3)) + ".com",
+				Amount: AmountFromMicros(int64(rng.IntN(5_000_000) + 1)), Status: StatusApproved}
+			l.Reserve(sp, now)
+			m.trim(now)
+			m.insert(WindowEntry{SpendID: id, At: at, Dest: sp.Destination, Amount: sp.Amount})
+			live = append(live, id)
+		case op < 7 && len(live) > 0: // settle one, at a lower price
+			k := rng.IntN(len(live))
+			id := live[k]
+			live = append(live[:k], live[k+1:]...)
+			price := AmountFromMicros(int64(rng.IntN(1_000_000)))
+			l.Settle(id, price, now)
+			if i := m.find(id); i >= 0 {
+				m[i].Amount = price
+			}
+			m.trim(now)
+		case op < 8 && len(live) > 0: // release one
+			k := rng.IntN(len(live))
+			id := live[k]
+			live = append(live[:k], live[k+1:]...)
+			l.Release(id, now)
+			if i := m.find(id); i >= 0 {
+				m = append(m[:i], m[i+1:]...)
+			}
+			m.trim(now)
+		case op < 9: // restored entries, in any order
+			var es []WindowEntry
+			for range rng.IntN(4) {
+				es = append(es, WindowEntry{SpendID: "r" + strconv.Itoa(next), At: now.Add(-time.Duration(rng.IntN(600)) * time.Minute),
+					Dest: "d0.com", Amount: AmountFromMicros(1)})
+				next++
+			}
+			l.AddWindow(es...)
+			m.insert(es...)
+		default: // time passes
+			now = now.Add(time.Duration(rng.IntN(90)) * time.Minute)
+			l.roll(now)
+			m.trim(now)
+		}
+		if len(l.Window) != len(m) {
+			t.Fatalf("step %d: window holds %d entries, the model %d", step, len(l.Window), len(m))
+		}
+		for i := range m {
+			w := l.Window[i]
+			if w.SpendID != m[i].SpendID || !w.At.Equal(m[i].At) || !w.Amount.Equal(m[i].Amount) {
+				t.Fatalf("step %d: entry %d is %s at %v (%s), the model has %s at %v (%s)",
+					step, i, w.SpendID, w.At, w.Amount, m[i].SpendID, m[i].At, m[i].Amount)
+			}
+		}
+	}
+}
+
+// BenchmarkLedgerSpendWithFullWindow is one spend (reserve, then settle)
+// of an agent that already paid 10,000 times in the last 24 h.
+func BenchmarkLedgerSpendWithFullWindow(b *testing.B) {
+	var l Ledger
+	now := fixNow
+	for i := range 10_000 {
+		l.Reserve(&Spend{ID: "old" + strconv.Itoa(i), CreatedAt: now.Add(-time.Duration(10_000-i) * time.Second),
+			Destination: "api.vendor.com", Amount: amt("0.01"), Status: StatusApproved}, now)
+		l.Settle("old"+strconv.Itoa(i), amt("0.01"), now)
+	}
+	ids := make([]string, b.N)
+	for i := range ids {
+		ids[i] = "sp" + strconv.Itoa(i)
+	}
+	price := amt("0.01")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		l.Reserve(&Spend{ID: ids[i], CreatedAt: now, Destination: "api.vendor.com", Amount: price, Status: StatusApproved}, now)
+		l.Settle(ids[i], price, now)
 	}
 }
