@@ -37,6 +37,7 @@ type agentActor struct {
 	// dispatched spends are with a settlement worker; they cannot be cancelled.
 	dispatched map[string]bool
 	recentBuys map[string]recentPurchase
+	buyOrder   []boughtAt // recentBuys in the order noted, for expiry
 	// lastTicket is the newest change this actor appended.
 	lastTicket *persistence.Ticket
 	received   uint64

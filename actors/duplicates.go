@@ -25,23 +25,45 @@ func (a *agentActor) duplicateWarning(sp *policy.Spend, now time.Time) {
 	if !ok || now.Sub(r.at) > policy.DuplicateWindow {
 		return
 	}
-	sp.Message += " Warning: the same resource was bought " + now.Sub(r.at).Round(time.Second).String() +
-		" ago by spend " + r.spendID + "."
-	sp.NextAction.Suggestions = append(sp.NextAction.Suggestions,
-		"If this is a repeat of spend "+r.spendID+", read its result with GET /v1/spends/"+r.spendID+" instead of paying again.")
+	sp.Warn(policy.Warning{
+		Message: "Warning: the same resource was bought " + now.Sub(r.at).Round(time.Second).String() +
+			" ago by spend " + r.spendID + ".",
+		Suggestion: "If this is a repeat of spend " + r.spendID + ", read its result with GET /v1/spends/" + r.spendID +
+			" instead of paying again.",
+	})
 }
 
 // remember notes a purchase for the duplicate window and forgets old ones.
+// Purchases expire in the order they were noted, from the front of
+// buyOrder, so a spend costs the same however many purchases the window
+// holds (an agent paying 100 times a second holds 6,000).
 func (a *agentActor) remember(sp *policy.Spend, now time.Time) {
-	m := a.purchases()
-	for k, r := range m {
-		if now.Sub(r.at) > policy.DuplicateWindow {
-			delete(m, k)
+	n := 0
+	for n < len(a.buyOrder) && now.Sub(a.buyOrder[n].at) > policy.DuplicateWindow {
+		b := a.buyOrder[n]
+		// A later purchase of the same resource replaced the entry:
+		// that one expires with its own place in the queue.
+		if r, ok := a.recentBuys[b.key]; ok && !r.at.After(b.at) {
+			delete(a.recentBuys, b.key)
 		}
+		n++
+	}
+	if n == len(a.buyOrder) {
+		a.buyOrder = a.buyOrder[:0]
+	} else if n > 0 {
+		a.buyOrder = a.buyOrder[n:]
 	}
 	if sp.Status != policy.StatusDeclined {
-		m[sp.Resource.Method+" "+sp.Resource.Host+sp.Resource.Path] = recentPurchase{spendID: sp.ID, at: now}
+		k := sp.Resource.Method + " " + sp.Resource.Host + sp.Resource.Path
+		a.purchases()[k] = recentPurchase{spendID: sp.ID, at: now}
+		a.buyOrder = append(a.buyOrder, boughtAt{key: k, at: now})
 	}
+}
+
+// boughtAt is a purchase in the order remember noted it.
+type boughtAt struct {
+	key string
+	at  time.Time
 }
 
 func (a *agentActor) purchases() map[string]recentPurchase {

@@ -80,6 +80,7 @@ func (s *Spend) Approve(now time.Time) {
 	}
 	s.NextAction = NextAction{Code: NextCheckLater, CheckWith: CheckWithGetSpend, RetryAfterSeconds: 1}
 	s.Message = "The owner approved the payment; the service is paying the vendor."
+	s.applyWarning()
 }
 
 // Decline moves a pending or approved spend to declined.
@@ -124,6 +125,7 @@ func (s *Spend) Settle(o RailOutcome, receiptID string, now time.Time) {
 	s.markSandbox(o)
 	s.Message = fmt.Sprintf("Paid %s to %s.", price.Display(), s.Destination)
 	s.NextAction, s.Retryable = NextAction{Code: NextNone}, false
+	s.applyWarning()
 }
 
 // Fail records a rail rejection: no money moved.
@@ -150,6 +152,7 @@ func (s *Spend) Processing(o RailOutcome, now time.Time) {
 	s.markSandbox(o)
 	s.Message = "The outcome of the payment is not known yet; the service is verifying it."
 	s.NextAction, s.Retryable = NextAction{Code: NextCheckLater, CheckWith: CheckWithGetSpend, RetryAfterSeconds: 5}, false
+	s.applyWarning()
 }
 
 func (s *Spend) markSandbox(o RailOutcome) {

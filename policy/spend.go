@@ -45,6 +45,30 @@ type Spend struct {
 	// IdempotencyKey and Fingerprint identify the request that created it.
 	IdempotencyKey string `json:"-"`
 	Fingerprint    string `json:"-"`
+	// Warning stays on the message and the suggestions while the payment
+	// goes ahead (approved, processing, settled); it is not stored, so a
+	// spend reloaded after a restart settles without it.
+	Warning *Warning `json:"-"`
+}
+
+// Warning is advice that does not stop a payment: a duplicate purchase.
+type Warning struct {
+	Message    string
+	Suggestion string
+}
+
+// Warn adds w to the spend's message and suggestions, now and after each
+// step of the payment that follows.
+func (s *Spend) Warn(w Warning) {
+	s.Warning = &w
+	s.applyWarning()
+}
+
+func (s *Spend) applyWarning() {
+	if w := s.Warning; w != nil {
+		s.Message += " " + w.Message
+		s.NextAction.Suggestions = append(s.NextAction.Suggestions, w.Suggestion)
+	}
 }
 
 // PauseDetail says how a pause affected the spend.

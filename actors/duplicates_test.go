@@ -1,0 +1,70 @@
+package actors_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentpay/guard/actors"
+	"github.com/agentpay/guard/policy"
+)
+
+// The same resource paid again within 60 s under another idempotency key
+// still settles, with a warning that names the first spend and a
+// suggestion to read its result (api-decisions: duplicate purchase).
+func TestDuplicatePurchaseWarnsWithinTheWindow(t *testing.T) {
+	f := newApprovalFixture(t)
+	buy := func(key, path string) policy.Spend {
+		t.Helper()
+		in := actors.SpendInput{Amount: policy.MustAmount("1.00"), Currency: "usdc", Destination: "api.vendor.com",
+			Resource: policy.Resource{Host: "api.vendor.com", Path: path, Method: "GET"},
+			URL:      "https://api.vendor.com" + path, IdempotencyKey: key}
+		r, err := f.h.sys.CreateSpend(context.Background(), f.agent, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sp policy.Spend
+		if err := json.Unmarshal(r.Body, &sp); err != nil {
+			t.Fatal(err)
+		}
+		if sp.Status != policy.StatusSettled {
+			t.Fatalf("spend %s is %s, want settled: the warning never stops a payment", key, sp.Status)
+		}
+		return sp
+	}
+	warned := func(sp policy.Spend, first string) bool {
+		w := strings.Contains(sp.Message, "Warning: the same resource was bought") && strings.Contains(sp.Message, first)
+		s := false
+		for _, sug := range sp.NextAction.Suggestions {
+			s = s || strings.Contains(sug, "GET /v1/spends/"+first)
+		}
+		if w != s {
+			t.Fatalf("message and suggestions disagree: %q / %q", sp.Message, sp.NextAction.Suggestions)
+		}
+		return w
+	}
+
+	first := buy("k1", "/report")
+	if warned(first, first.ID) {
+		t.Fatalf("a first purchase is warned about: %q", first.Message)
+	}
+	f.h.clock.Advance(30 * time.Second)
+	again := buy("k2", "/report")
+	if !warned(again, first.ID) {
+		t.Fatalf("the same resource 30 s later is not warned about: %q", again.Message)
+	}
+	if other := buy("k3", "/other"); warned(other, first.ID) || warned(other, again.ID) {
+		t.Fatalf("another resource is warned about: %q", other.Message)
+	}
+	// The window runs from the newest purchase of the resource.
+	f.h.clock.Advance(45 * time.Second)
+	if third := buy("k4", "/report"); !warned(third, again.ID) {
+		t.Fatalf("45 s after the second purchase: no warning: %q", third.Message)
+	}
+	f.h.clock.Advance(61 * time.Second)
+	if late := buy("k5", "/report"); strings.Contains(late.Message, "Warning") {
+		t.Fatalf("61 s after the last purchase: still warned: %q", late.Message)
+	}
+}
