@@ -17,9 +17,7 @@ type Principal struct {
 	OwnerID  string
 	AgentID  string // agent keys only
 	Livemode bool
-	// Key is the stored key the request authenticated with, shared with
-	// the key cache and never written to; nil for a console session.
-	Key *APIKey
+	Key      APIKey
 }
 
 // Env is the environment the principal acts in.
@@ -137,7 +135,7 @@ func (s *System) authenticate(env Env, kind string, sum [sha256.Size]byte) (Prin
 		!now.Before(k.ExpiresAt) || k.Kind != kind || EnvOf(k.Livemode) != env {
 		return Principal{}, ErrInvalidKey
 	}
-	return Principal{KeyID: k.ID, Kind: k.Kind, OwnerID: k.OwnerID, AgentID: k.AgentID, Livemode: k.Livemode, Key: k}, nil
+	return Principal{KeyID: k.ID, Kind: k.Kind, OwnerID: k.OwnerID, AgentID: k.AgentID, Livemode: k.Livemode, Key: *k}, nil
 }
 
 // cachedKey is a stored key as authentication needs it: its digest as

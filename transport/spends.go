@@ -392,9 +392,6 @@ type agentView struct {
 
 func (s *Server) me(c *call) *apiError {
 	k := c.who.Key
-	if k == nil {
-		return &apiError{code: codeInvalidAPIKey, message: actors.ErrInvalidKey.Message}
-	}
 	out := map[string]any{
 		"object": "me", "livemode": c.who.Livemode, "api_version": APIVersion,
 		"key":      keyView{ID: k.ID, Kind: k.Kind, Prefix: k.Prefix, Last4: k.Last4, Scope: k.Scope, ExpiresAt: k.ExpiresAt},
