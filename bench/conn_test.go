@@ -177,3 +177,68 @@ func TestLoadConnGivesUpOnASilentServer(t *testing.T) {
 	}
 	_ = (<-accepted).Close()
 }
+
+// An answer that arrives in pieces, with pauses, is read whole; a server
+// that hangs up after the head is an error, not a short body.
+func TestLoadConnReadsAnAnswerInPieces(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ln.Close() }()
+	pieces := [][]string{
+		{"HTTP/1.1 200 OK\r\nContent-", "Length: 10\r\n\r\n", "0123", "456789"},
+		{"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n01234"}, // then hangs up
+	}
+	step := make(chan struct{})
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer func() { _ = conn.Close() }()
+		r := bufio.NewReader(conn)
+		for _, answer := range pieces {
+			for {
+				line, err := r.ReadString('\n')
+				if err != nil {
+					return
+				}
+				if line == "\r\n" {
+					break
+				}
+			}
+			for _, p := range answer {
+				<-step // the client is waiting by now, or soon
+				if _, err := conn.Write([]byte(p)); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	c := newLoadConn(ln.Addr().String(), 5*time.Second)
+	defer c.close()
+	var b requestBuilder
+	b.start("GET", "/v1/balance", ln.Addr().String(), "k")
+	req := b.finish(nil)
+	feed := func(n int) {
+		go func() {
+			for range n {
+				time.Sleep(20 * time.Millisecond)
+				step <- struct{}{}
+			}
+		}()
+	}
+	feed(len(pieces[0]))
+	status, body, err := c.do(req, time.Now())
+	if err != nil || status != 200 || string(body) != "0123456789" {
+		t.Fatalf("answer in pieces: %d %q %v", status, body, err)
+	}
+	if c.in.raw == nil {
+		t.Fatal("the connection is not read through its descriptor: the waiting read went untested")
+	}
+	feed(len(pieces[1]))
+	if status, body, err := c.do(req, time.Now()); err == nil {
+		t.Fatalf("a hang-up mid-body read as %d %q", status, body)
+	}
+}
