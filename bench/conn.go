@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"strconv"
-	"syscall"
 	"time"
 )
 
@@ -28,26 +27,6 @@ type loadConn struct {
 	conn     net.Conn
 	r        *bufio.Reader
 	body     []byte
-	// in reads the connection for r. After a request is sent it waits for
-	// the socket to be readable before the first read, as an event loop
-	// does (wrk, for one): the answer is never there yet, and a read that
-	// can only fail with EAGAIN costs a system call per request.
-	in answerReader
-}
-
-// answerReader is the connection as r reads it.
-type answerReader struct {
-	conn net.Conn
-	raw  syscall.RawConn // nil: read conn directly (see rawConnOf)
-	sent bool            // a request went out since the last read
-}
-
-func (a *answerReader) Read(p []byte) (int, error) {
-	if a.raw == nil || !a.sent {
-		return a.conn.Read(p)
-	}
-	a.sent = false
-	return readWhenReady(a.raw, p)
 }
 
 // errChunked: the service answers with Content-Length; anything else is a
@@ -70,11 +49,10 @@ func (c *loadConn) do(req []byte, now time.Time) (status int, body []byte, err e
 		}
 		c.conn = conn
 		c.deadline = time.Time{}
-		c.in = answerReader{conn: conn, raw: rawConnOf(conn)}
 		if c.r == nil {
-			c.r = bufio.NewReaderSize(&c.in, 16<<10)
+			c.r = bufio.NewReaderSize(conn, 16<<10)
 		} else {
-			c.r.Reset(&c.in)
+			c.r.Reset(conn)
 		}
 	}
 	if c.deadline.Sub(now) < c.timeout/2 {
@@ -86,7 +64,6 @@ func (c *loadConn) do(req []byte, now time.Time) (status int, body []byte, err e
 	if _, err := c.conn.Write(req); err != nil {
 		return 0, nil, c.fail(err)
 	}
-	c.in.sent = c.r.Buffered() == 0 // an answer already buffered needs no wait
 	status, length, keep, err := c.readHead()
 	if err != nil {
 		return 0, nil, c.fail(err)
