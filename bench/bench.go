@@ -123,6 +123,14 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 			return rep, err
 		}
 	}
+	if cfg.CeilingDuration > 0 {
+		progress("ceiling: a handler that does nothing, %s measured on %d connections", cfg.CeilingDuration, cfg.Conns)
+		c, err := measureCeiling(ctx, cfg, agents)
+		if err != nil {
+			return rep, err
+		}
+		rep.Ceiling = &c
+	}
 	if len(rep.Spends.Declines) > 0 && proc == nil {
 		rep.Notes = append(rep.Notes, "declined spends are the running server's limits (pool, caps) at work; they skew the numbers")
 	}

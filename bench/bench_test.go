@@ -18,7 +18,8 @@ import (
 func TestRunInProcess(t *testing.T) {
 	var progress bytes.Buffer
 	cfg := Config{Agents: 7, Conns: 4, Duration: time.Second, Warmup: 200 * time.Millisecond,
-		IdleAgents: 20, IdleTimeout: 300 * time.Millisecond, Progress: &progress, Seed: 7}
+		IdleAgents: 20, IdleTimeout: 300 * time.Millisecond, CeilingDuration: 500 * time.Millisecond,
+		Progress: &progress, Seed: 7}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, cfg)
@@ -38,7 +39,10 @@ func TestRunInProcess(t *testing.T) {
 	if s.Journal == nil || s.Journal.Records == 0 {
 		t.Errorf("journal report missing or empty: %+v", s.Journal)
 	}
-	for _, p := range []PhaseReport{rep.Spends, rep.Balance, rep.Check} {
+	if rep.Ceiling == nil {
+		t.Fatal("no ceiling report")
+	}
+	for _, p := range []PhaseReport{rep.Spends, rep.Balance, rep.Check, *rep.Ceiling} {
 		if p.Requests == 0 || p.OK != p.Requests {
 			t.Errorf("%s: %d answered, %d ok", p.Name, p.Requests, p.OK)
 		}
@@ -68,7 +72,8 @@ func TestRunInProcess(t *testing.T) {
 
 	var text bytes.Buffer
 	rep.WriteText(&text)
-	for _, want := range []string{"settled spends/s", "GET /v1/balance", "POST /v1/spends/check", "per agent"} {
+	for _, want := range []string{"settled spends/s", "GET /v1/balance", "POST /v1/spends/check", "per agent",
+		"Loopback ceiling", "balance reached"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text report lacks %q:\n%s", want, text.String())
 		}
@@ -121,6 +126,7 @@ func TestConfigValidate(t *testing.T) {
 		{Config{Conns: -2}, "-conns"},
 		{Config{Warmup: -time.Second}, "-warmup"},
 		{Config{IdleAgents: -1}, "-idle-agents"},
+		{Config{CeilingDuration: -time.Second}, "-ceiling"},
 		{Config{OwnerKey: "svc_test_owner_x"}, "-owner-key needs -target"},
 		{Config{Target: "127.0.0.1:8080", OwnerKey: "svc_test_owner_x"}, "-target"},
 		{Config{Target: "http://127.0.0.1:8080", OwnerKey: "svc_live_owner_x"}, "practice owner key"},

@@ -10,8 +10,8 @@ import (
 )
 
 // Config says what to load and for how long. WithDefaults fills zero
-// fields from Defaults, except Warmup and IdleAgents, where zero means
-// none.
+// fields from Defaults, except Warmup, IdleAgents and CeilingDuration,
+// where zero means none.
 type Config struct {
 	// Agents is how many agents the load spreads over. In-process, five
 	// per bootstrapped owner (the practice quota); against a running
@@ -28,6 +28,9 @@ type Config struct {
 	// IdleAgents is how many extra agents the memory measurement
 	// activates (in-process only); zero skips it.
 	IdleAgents int
+	// CeilingDuration is the measured time of the loopback ceiling (see
+	// measureCeiling); zero skips it.
+	CeilingDuration time.Duration
 	// IdleTimeout is the in-process service's passivation delay. Short,
 	// so the memory measurement can watch agents passivate.
 	IdleTimeout time.Duration
@@ -56,7 +59,7 @@ type Config struct {
 func Defaults() Config {
 	return Config{
 		Agents: 200, Conns: 64, Duration: 10 * time.Second, Warmup: 2 * time.Second,
-		IdleAgents: 2000, IdleTimeout: 2 * time.Second, Seed: 1,
+		IdleAgents: 2000, IdleTimeout: 2 * time.Second, CeilingDuration: 5 * time.Second, Seed: 1,
 	}
 }
 
@@ -100,6 +103,8 @@ func (c Config) Validate() error {
 		return errors.New("bench: -warmup must not be negative")
 	case c.IdleAgents < 0:
 		return errors.New("bench: -idle-agents must not be negative")
+	case c.CeilingDuration < 0:
+		return errors.New("bench: -ceiling must not be negative")
 	case c.IdleTimeout <= 0:
 		return errors.New("bench: -idle-timeout must be positive")
 	}

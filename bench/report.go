@@ -11,18 +11,21 @@ import (
 
 // Report is the outcome of a run; its JSON form is the -json output.
 type Report struct {
-	Mode       string        `json:"mode"` // "in-process" or "target"
-	Target     string        `json:"target"`
-	GoVersion  string        `json:"go_version"`
-	GOMAXPROCS int           `json:"gomaxprocs"`
-	Agents     int           `json:"agents"`
-	Conns      int           `json:"conns"`
-	Duration   Duration      `json:"duration"`
-	Warmup     Duration      `json:"warmup"`
-	Spends     PhaseReport   `json:"spends"`
-	Balance    PhaseReport   `json:"balance"`
-	Check      PhaseReport   `json:"check"`
-	Memory     *MemoryReport `json:"memory,omitempty"`
+	Mode       string      `json:"mode"` // "in-process" or "target"
+	Target     string      `json:"target"`
+	GoVersion  string      `json:"go_version"`
+	GOMAXPROCS int         `json:"gomaxprocs"`
+	Agents     int         `json:"agents"`
+	Conns      int         `json:"conns"`
+	Duration   Duration    `json:"duration"`
+	Warmup     Duration    `json:"warmup"`
+	Spends     PhaseReport `json:"spends"`
+	Balance    PhaseReport `json:"balance"`
+	Check      PhaseReport `json:"check"`
+	// Ceiling is the loopback ceiling: the read phases' load against a
+	// handler that does nothing (nil when skipped).
+	Ceiling *PhaseReport  `json:"ceiling,omitempty"`
+	Memory  *MemoryReport `json:"memory,omitempty"`
 	// Notes say what the run could not measure, or what skews it.
 	Notes []string `json:"notes,omitempty"`
 }
@@ -143,6 +146,13 @@ func (r *Report) WriteText(w io.Writer) {
 		writeLatency(w, p.r.Latency)
 		writeCPU(w, p.r)
 		fmt.Fprintf(w, "  errors           %s\n\n", counts(p.r.Errors))
+	}
+
+	if c := r.Ceiling; c != nil && c.PerSecond > 0 {
+		fmt.Fprintf(w, "Loopback ceiling (a handler that writes a fixed balance-sized answer; same load, same connections)\n")
+		fmt.Fprintf(w, "  requests/s        %10.0f   (%d in %.1f s, %d ok)\n", c.PerSecond, c.Requests, c.Seconds, c.OK)
+		fmt.Fprintf(w, "  balance reached %.0f %% of it, check %.0f %%\n\n",
+			100*r.Balance.PerSecond/c.PerSecond, 100*r.Check.PerSecond/c.PerSecond)
 	}
 
 	if m := r.Memory; m != nil {

@@ -45,6 +45,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	warmup := fs.Duration("warmup", d.Warmup, "unmeasured load before each phase")
 	idleAgents := fs.Int("idle-agents", d.IdleAgents, "extra agents activated to measure an idle agent's memory; 0 skips (in-process only)")
 	idleTimeout := fs.Duration("idle-timeout", d.IdleTimeout, "passivation delay of the in-process service")
+	ceiling := fs.Duration("ceiling", d.CeilingDuration, "measured time of the loopback ceiling (a handler that does nothing, for comparison); 0 skips")
 	target := fs.String("target", "", "base URL of a running server (http://host:port); empty starts one in-process")
 	ownerKey := fs.String("owner-key", "", "practice owner key of the -target server")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
@@ -59,7 +60,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	cfg := bench.Config{Agents: *agents, Conns: *conns, Duration: *duration, Warmup: *warmup,
-		IdleAgents: *idleAgents, IdleTimeout: *idleTimeout, Target: *target, OwnerKey: *ownerKey,
+		IdleAgents: *idleAgents, IdleTimeout: *idleTimeout, CeilingDuration: *ceiling, Target: *target, OwnerKey: *ownerKey,
 		Seed: *seed, Progress: stderr, ProfilePhase: *profilePhase}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
