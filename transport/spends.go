@@ -283,8 +283,8 @@ type checkBody struct {
 	Currency    *string `json:"currency"`
 }
 
-// checkMembers are checkBody's members, in the order of checkInput's
-// arrays.
+// checkMembers are checkBody's members, in the order of the arrays
+// readCheckBody returns (indexed by checkDestination and so on).
 var checkMembers = []string{"destination", "amount", "currency"}
 
 const (
