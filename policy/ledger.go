@@ -2,6 +2,7 @@ package policy
 
 import (
 	"sort"
+	"sync/atomic"
 	"time"
 )
 
@@ -45,8 +46,36 @@ type WindowEntry struct {
 	Amount  Amount
 }
 
-func dayOf(t time.Time) string   { return t.UTC().Format("2006-01-02") }
-func monthOf(t time.Time) string { return t.UTC().Format("2006-01") }
+func dayOf(t time.Time) string   { return calendarOf(t).day }
+func monthOf(t time.Time) string { return calendarOf(t).month }
+
+// calendar is the names of one UTC day and its month, as the ledger stores
+// them.
+type calendar struct {
+	number     int64 // days since 1970-01-01 UTC
+	day, month string
+}
+
+// lastCalendar holds the names of the day most recently asked for. Every
+// rule check rolls a ledger, nearly always on the same day as the last
+// one: comparing day numbers is much cheaper than formatting two dates.
+var lastCalendar atomic.Pointer[calendar]
+
+// calendarOf returns the names of t's UTC day.
+func calendarOf(t time.Time) *calendar {
+	n := t.Unix()
+	if n < 0 {
+		n -= 86399 // floor, not truncation, for instants before 1970
+	}
+	n /= 86400
+	if c := lastCalendar.Load(); c != nil && c.number == n {
+		return c
+	}
+	u := t.UTC()
+	c := &calendar{number: n, day: u.Format("2006-01-02"), month: u.Format("2006-01")}
+	lastCalendar.Store(c)
+	return c
+}
 
 // NextDay is 00:00 UTC after t: when daily caps reset.
 func NextDay(t time.Time) time.Time {
@@ -64,40 +93,17 @@ func NextMonth(t time.Time) time.Time {
 // wall clock stepped back across midnight must not hand the agent a fresh
 // daily cap (the date strings sort as text).
 func (l *Ledger) roll(now time.Time) {
-	// Formatting dates costs allocations on every rule check; most calls
-	// fall on the day the ledger already holds, which a cheap comparison of
-	// the date's numbers finds without formatting anything.
-	if l.Day != "" && l.Day == l.AskedDay && sameDay(l.Day, now) {
-		l.trimWindow(now)
-		return
+	c := calendarOf(now)
+	if l.Day < c.day {
+		l.Day, l.DaySettled = c.day, Amount{}
 	}
-	d, m := dayOf(now), monthOf(now)
-	if l.Day < d {
-		l.Day, l.DaySettled = d, Amount{}
+	if l.Month < c.month {
+		l.Month, l.MonthSettled = c.month, Amount{}
 	}
-	if l.Month < m {
-		l.Month, l.MonthSettled = m, Amount{}
-	}
-	if l.AskedDay < d {
-		l.AskedDay, l.Asked = d, nil
+	if l.AskedDay < c.day {
+		l.AskedDay, l.Asked = c.day, nil
 	}
 	l.trimWindow(now)
-}
-
-// sameDay reports whether day ("2006-01-02") is now's UTC date.
-func sameDay(day string, now time.Time) bool {
-	if len(day) != 10 {
-		return false
-	}
-	y, mo, d := now.UTC().Date()
-	num := func(s string) int {
-		n := 0
-		for _, c := range s {
-			n = n*10 + int(c-'0')
-		}
-		return n
-	}
-	return num(day[:4]) == y && num(day[5:7]) == int(mo) && num(day[8:]) == d
 }
 
 // trimWindow drops destination-window entries older than 24 h.

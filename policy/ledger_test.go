@@ -443,3 +443,36 @@ func BenchmarkLedgerSpendWithFullWindow(b *testing.B) {
 		l.Settle(ids[i], price, now)
 	}
 }
+
+// The cached day names must be exactly the formatted UTC date of any
+// instant, including the last and first nanosecond of a day, instants
+// before 1970, and a clock that jumps back and forth between days.
+func TestCalendarOfMatchesFormat(t *testing.T) {
+	seed := time.Now().UnixNano()
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	t.Logf("seed %d", seed)
+	edges := []time.Time{
+		time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(1969, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		time.Date(1969, 12, 31, 0, 0, 0, 0, time.UTC),
+		time.Date(2026, 11, 22, 23, 59, 59, 999999999, time.UTC),
+		time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC),
+		time.Date(2026, 12, 31, 23, 59, 59, 0, time.FixedZone("UTC-10", -10*3600)),
+		time.Date(1950, 3, 1, 0, 0, 0, 1, time.UTC),
+	}
+	for i := 0; i < 20000; i++ {
+		var at time.Time
+		if i < len(edges) {
+			at = edges[i]
+		} else {
+			at = time.Unix(rng.Int64N(4_000_000_000)-1_000_000_000, rng.Int64N(1e9))
+		}
+		c := calendarOf(at)
+		if want := at.UTC().Format("2006-01-02"); c.day != want {
+			t.Fatalf("day of %v: %q, want %q", at, c.day, want)
+		}
+		if want := at.UTC().Format("2006-01"); c.month != want {
+			t.Fatalf("month of %v: %q, want %q", at, c.month, want)
+		}
+	}
+}

@@ -113,8 +113,15 @@ func TestHandWrittenAnswersMatchEncoder(t *testing.T) {
 // appendJSONString escapes as encoding/json does.
 func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(11, 13))
+	// Every byte value, alone and between plain text, then random text.
+	var texts []string
+	for c := 0; c < 256; c++ {
+		texts = append(texts, string([]byte{byte(c)}), "ab"+string([]byte{byte(c)})+"cd")
+	}
 	for i := 0; i < 5000; i++ {
-		s := randomText(rnd)
+		texts = append(texts, randomText(rnd))
+	}
+	for _, s := range texts {
 		want, _ := json.Marshal(s)
 		if got := appendJSONString(nil, s); !bytes.Equal(got, want) {
 			t.Fatalf("%q: got %s, encoding/json %s", s, got, want)
