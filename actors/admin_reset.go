@@ -568,6 +568,9 @@ func (a *agentActor) resetReceive(ctx actor.Context) bool {
 	case *viewRequest:
 		a.received++
 		m.reply <- viewReply{err: errResetting}
+	case *checkRequest:
+		a.received++
+		m.reply <- checkReply{err: errResetting}
 	case *publishPolicy:
 		a.received++
 		m.reply <- publishReply{err: errResetting}

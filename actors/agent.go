@@ -147,6 +147,13 @@ func (a *agentActor) Receive(ctx actor.Context) {
 			return
 		}
 		msg.reply <- viewReply{view: a.entry.view.Load()}
+	case *checkRequest:
+		a.received++
+		if !a.loaded {
+			msg.reply <- checkReply{err: a.loadErr}
+			return
+		}
+		msg.reply <- a.check(msg)
 	case *railResult:
 		a.received++
 		// A result this incarnation did not ask for (an older incarnation's

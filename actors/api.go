@@ -128,8 +128,31 @@ func (s *System) Check(ctx context.Context, p Principal, destination string, amo
 	if err != nil {
 		return policy.CheckResult{}, err
 	}
+	if amount != nil && v.policy.DestinationWindowOver != nil {
+		return s.checkInActor(ctx, p.AgentID, destination, *amount)
+	}
 	l := v.ledger // a private copy: the rules roll windows forward on it
 	return policy.Check(v.policy, &l, v.pool(), policy.Subject{Paused: v.paused}, destination, amount, v.env.now(s.clock)), nil
+}
+
+// checkInActor runs a check in the agent's actor, against its own ledger:
+// the destination window, which destination_window_over reads, is not in
+// the snapshots. Like a snapshot read, the answer waits until the newest
+// change it saw is durable.
+func (s *System) checkInActor(ctx context.Context, agentID, destination string, amount policy.Amount) (policy.CheckResult, error) {
+	r, err := ask(ctx, s, agentID, func(reply chan checkReply) any {
+		return &checkRequest{destination: destination, amount: amount, reply: reply}
+	})
+	if err != nil {
+		return policy.CheckResult{}, err
+	}
+	if r.err != nil {
+		return policy.CheckResult{}, r.err
+	}
+	if err := waitDurable(ctx, r.ticket); err != nil {
+		return policy.CheckResult{}, err
+	}
+	return r.result, nil
 }
 
 // Balance is the agent's spendable amount (spec 2.7), from its snapshot.

@@ -145,20 +145,15 @@ func (a *agentActor) decide(m *decideApproval) {
 
 // rulesNowDecline re-runs the rules for a spend approved under an older
 // policy version: if the rules in effect now would decline it, it must not
-// be paid. The spend's own hold is taken out first, so it is not counted
-// twice. Caller holds the environment lock.
+// be paid. The spend's own hold and its place in the destination window
+// are taken out first, so it is not counted twice. Caller holds the
+// environment lock.
 func (a *agentActor) rulesNowDecline(sp *policy.Spend, now time.Time) string {
 	if sp.PolicyVersion == a.policy.Version {
 		return ""
 	}
-	l := a.ledger
-	holds := make(map[string]policy.HoldEntry, len(a.ledger.Holds))
-	for k, v := range a.ledger.Holds {
-		if k != sp.ID {
-			holds[k] = v
-		}
-	}
-	l.Holds = holds
+	l := a.ledger.Clone()
+	l.Release(sp.ID, now)
 	pool := a.env.pool()
 	pool.Available = pool.Available.Add(sp.Amount)
 	d := policy.Decide(&a.policy, &l, pool, a.subject(),

@@ -46,18 +46,10 @@ func (a *agentActor) publishView() {
 		return
 	}
 	pol := a.policy
-	l := a.ledger
-	holds := make(map[string]policy.HoldEntry, len(a.ledger.Holds))
-	for k, v := range a.ledger.Holds {
-		holds[k] = v
-	}
-	l.Holds = holds
-	l.Asked = append([]string(nil), a.ledger.Asked...)
-	if pol.DestinationWindowOver != nil {
-		l.Window = append([]policy.WindowEntry(nil), a.ledger.Window...)
-	} else {
-		l.Window = nil // the only rule that reads it is off
-	}
+	// Without the destination window: it can hold every spend of a day,
+	// and copying it would make each change cost as much as the day's
+	// spends. A check that needs it is answered by the actor (System.checkInActor).
+	l := a.ledger.ReadCopy()
 	a.entry.view.Store(&agentView{ticket: a.lastTicket, policy: &pol, ledger: l, paused: a.agent.Status == AgentPaused, env: a.env})
 }
 
@@ -90,18 +82,28 @@ func (s *System) readView(ctx context.Context, agentID string) (*agentView, erro
 		}
 		v = r.view
 	}
-	if t := v.ticket; t != nil {
-		// Nearly always durable already: look before waiting, which
-		// would select on the request's context too.
-		if isDone(t) {
-			if t.Err() != nil {
-				return nil, ErrUnavailable
-			}
-		} else if err := t.Wait(ctx); err != nil {
-			return nil, ErrUnavailable
-		}
+	if err := waitDurable(ctx, v.ticket); err != nil {
+		return nil, err
 	}
 	return v, nil
+}
+
+// waitDurable waits until t, the journal record of the newest change a
+// reader saw, is durable (nil: nothing to wait for).
+func waitDurable(ctx context.Context, t *persistence.Ticket) error {
+	if t == nil {
+		return nil
+	}
+	// Nearly always durable already: look before waiting, which would
+	// select on the request's context too.
+	if isDone(t) {
+		if t.Err() != nil {
+			return ErrUnavailable
+		}
+	} else if err := t.Wait(ctx); err != nil {
+		return ErrUnavailable
+	}
+	return nil
 }
 
 type viewRequest struct{ reply chan viewReply }
@@ -114,3 +116,25 @@ type viewReply struct {
 // pool reads the environment's durable pool: it moves with every agent's
 // spends, so it is not part of one agent's snapshot.
 func (v *agentView) pool() policy.Pool { return v.env.durablePool() }
+
+// checkRequest asks the actor for a check against its own ledger (see
+// System.checkInActor).
+type checkRequest struct {
+	destination string
+	amount      policy.Amount
+	reply       chan checkReply
+}
+
+type checkReply struct {
+	result policy.CheckResult
+	ticket *persistence.Ticket // newest change the result saw
+	err    *Error
+}
+
+// check answers a checkRequest. The rules roll the ledger's windows
+// forward, as any spend would; nothing else of it changes.
+func (a *agentActor) check(m *checkRequest) checkReply {
+	r := policy.Check(&a.policy, &a.ledger, a.env.durablePool(), policy.Subject{Paused: a.agent.Status == AgentPaused},
+		m.destination, &m.amount, a.env.now(a.sys.clock))
+	return checkReply{result: r, ticket: a.lastTicket}
+}

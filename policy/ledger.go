@@ -25,9 +25,16 @@ type Ledger struct {
 
 	// Holds of active spends and the 24 h per-destination window are rebuilt
 	// from the spends themselves when an agent is activated, so they are not
-	// stored with the counters.
+	// stored with the counters. Window changes only through the methods,
+	// which keep sent in step with it.
 	Holds  map[string]HoldEntry `json:"-"`
 	Window []WindowEntry        `json:"-"`
+
+	// sent is the sum of Window per destination, so the window rule costs
+	// one lookup per decision however many spends the last day holds. A
+	// copy of a Ledger shares it: only ReadCopy makes a copy that may be
+	// used on its own.
+	sent map[string]Amount
 }
 
 // HoldEntry is one active spend's reservation.
@@ -117,8 +124,56 @@ func (l *Ledger) trimWindow(now time.Time) {
 		// A reslice, not a copy: this runs on every rule check, and the
 		// array is reallocated (dropping the expired head) when it grows.
 		// Nothing writes into a window shared with a snapshot.
+		for _, w := range l.Window[:i] {
+			l.subSent(w.Dest, w.Amount)
+		}
 		l.Window = l.Window[i:]
 	}
+}
+
+// addSent and subSent move dest's sum in the window. A destination whose
+// sum is back to zero is forgotten: amounts are never negative, so none of
+// its entries is left that could count.
+func (l *Ledger) addSent(dest string, a Amount) { l.setSent(dest, l.sent[dest].Add(a)) }
+func (l *Ledger) subSent(dest string, a Amount) { l.setSent(dest, l.sent[dest].Sub(a)) }
+
+func (l *Ledger) setSent(dest string, v Amount) {
+	if v.Sign() == 0 {
+		delete(l.sent, dest)
+		return
+	}
+	if l.sent == nil {
+		l.sent = make(map[string]Amount)
+	}
+	l.sent[dest] = v
+}
+
+// Clone is a copy that can be changed without touching l: for decisions
+// tried on a ledger that must not keep them.
+func (l *Ledger) Clone() Ledger {
+	c := l.ReadCopy()
+	c.Window = append([]WindowEntry(nil), l.Window...)
+	if l.sent != nil {
+		c.sent = make(map[string]Amount, len(l.sent))
+		for k, v := range l.sent {
+			c.sent[k] = v
+		}
+	}
+	return c
+}
+
+// ReadCopy is a copy for a reader of a published snapshot: holds and asked
+// destinations of its own, without the destination window, which stays
+// with the ledger's owner (the one rule that reads it is answered there).
+func (l *Ledger) ReadCopy() Ledger {
+	c := *l
+	c.Holds = make(map[string]HoldEntry, len(l.Holds))
+	for k, v := range l.Holds {
+		c.Holds[k] = v
+	}
+	c.Asked = append([]string(nil), l.Asked...)
+	c.Window, c.sent = nil, nil
+	return c
 }
 
 // Held is the sum of active holds.
@@ -159,13 +214,7 @@ func (l *Ledger) LifetimeUsed() Amount { return l.LifetimeSettled.Add(l.Held()) 
 // destinationSent is the amount sent or held for dest in the last 24 h.
 func (l *Ledger) destinationSent(dest string, now time.Time) Amount {
 	l.roll(now)
-	var sum Amount
-	for _, w := range l.Window {
-		if w.Dest == dest {
-			sum = sum.Add(w.Amount)
-		}
-	}
-	return sum
+	return l.sent[dest]
 }
 
 func (l *Ledger) asked(dest string) bool {
@@ -191,6 +240,7 @@ func (l *Ledger) Reserve(s *Spend, now time.Time) {
 // goes after those with the same At. A new spend is nearly always the
 // newest, so this is an append: the window can hold every spend of a day.
 func (l *Ledger) insertWindow(e WindowEntry) {
+	l.addSent(e.Dest, e.Amount)
 	n := len(l.Window)
 	if n == 0 || !e.At.Before(l.Window[n-1].At) {
 		l.Window = append(l.Window, e)
@@ -225,6 +275,7 @@ func (l *Ledger) Restatus(id string, st Status) {
 func (l *Ledger) Release(id string, now time.Time) {
 	delete(l.Holds, id)
 	if i := l.windowIndex(id); i >= 0 {
+		l.subSent(l.Window[i].Dest, l.Window[i].Amount)
 		l.Window = append(l.Window[:i], l.Window[i+1:]...)
 	}
 	l.roll(now)
@@ -235,6 +286,8 @@ func (l *Ledger) Release(id string, now time.Time) {
 func (l *Ledger) Settle(id string, price Amount, now time.Time) {
 	delete(l.Holds, id)
 	if i := l.windowIndex(id); i >= 0 {
+		l.subSent(l.Window[i].Dest, l.Window[i].Amount)
+		l.addSent(l.Window[i].Dest, price)
 		l.Window[i].Amount = price
 	}
 	l.roll(now)
@@ -254,6 +307,9 @@ func (l *Ledger) RecordAsked(dest string, now time.Time) {
 // AddWindow restores settled amounts into the 24 h window (activation),
 // in any order: the window is sorted once for all of them.
 func (l *Ledger) AddWindow(es ...WindowEntry) {
+	for _, e := range es {
+		l.addSent(e.Dest, e.Amount)
+	}
 	l.Window = append(l.Window, es...)
 	sortWindow(l.Window)
 }

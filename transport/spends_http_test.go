@@ -721,6 +721,54 @@ func TestCheck(t *testing.T) {
 	wantError(t, r, http.StatusBadRequest, "invalid_request_error", "unsupported_content_type", "Content-Type")
 }
 
+// TestCheckDestinationWindow: with destination_window_over set, a check
+// counts what was sent to the same destination in the last 24 h (the
+// settled price, then holds), as a spend does, and forgets it after 24 h;
+// other destinations are not counted.
+func TestCheckDestinationWindow(t *testing.T) {
+	e := start(t)
+	s := e.srv
+	_, key := s.NewAgent(t, e.owner.TestKey,
+		`{"destination_window_over":"5.00","approval_over":"50.00","trusted_destinations":["api.vendor.com","other.vendor.com"]}`)
+	first := created(t, s, key, spendBody("3.00", "api.vendor.com", "/v1/data"))
+	if first["status"] != "settled" {
+		t.Fatalf("first spend: %v", first["status"])
+	}
+	// What is left under the window: 5.00 less the price the vendor took.
+	left := sub(big.NewRat(5, 1), dec(t, first["amount_settled"]))
+	oneMicro := big.NewRat(1, 1_000_000)
+	over := new(big.Rat).Add(left, oneMicro).FloatString(6)
+	checkIs := func(dest, amount string, allowed bool, reason string) {
+		t.Helper()
+		body := `{"destination":"` + dest + `"}`
+		if amount != "" {
+			body = `{"destination":"` + dest + `","amount":"` + amount + `"}`
+		}
+		r := call(t, s, http.MethodPost, "/v1/spends/check", key, nil, body)
+		mustStatus(t, r, http.StatusOK)
+		if r.Body["allowed"] != allowed || r.Body["reason"] != reason {
+			t.Errorf("check %s: allowed %v reason %v, want %v %s (%s)", body, r.Body["allowed"], r.Body["reason"], allowed, reason, r.Raw)
+		}
+	}
+	checkIs("api.vendor.com", left.FloatString(6), true, "allowed")
+	checkIs("api.vendor.com", over, false, "destination_window_over")
+	checkIs("other.vendor.com", "4.00", true, "allowed")
+	checkIs("api.vendor.com", "", true, "allowed") // no amount: the window is not asked
+
+	// A spend decides as the check said, and its hold counts at once.
+	if sp := created(t, s, key, spendBody(over, "api.vendor.com", "/v1/more")); sp["status"] != "pending_approval" ||
+		sp["approval_reason"] != "destination_window_over" {
+		t.Errorf("spend over the window: %v / %v", sp["status"], sp["approval_reason"])
+	}
+	checkIs("api.vendor.com", "0.01", false, "destination_window_over")
+
+	// 24 h after the first spend it no longer counts, and the pending one
+	// expired long before, its hold released.
+	s.Clock.Advance(24*time.Hour + time.Second)
+	checkIs("api.vendor.com", "5.00", true, "allowed")
+	checkIs("api.vendor.com", "5.01", false, "destination_window_over")
+}
+
 // TestNewDestinationsPerDay: after asking about 10 new destinations in a
 // day, the 11th is declined with unknown_destination_limit, by the check
 // (with or without an amount) and by a spend; one already asked about
