@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"time"
@@ -59,20 +60,35 @@ func (a *agentActor) load() {
 		a.loadErr = ErrUnavailable
 		return
 	}
-	var actives []string
-	err = a.sys.store.Scan(bActive, prefixOf(a.id), nil, false, func(k, _ []byte) bool {
-		actives = append(actives, string(k[len(a.id)+1:]))
+	type activeEntry struct {
+		id  string
+		rec []byte
+	}
+	var actives []activeEntry
+	err = a.sys.store.Scan(bActive, prefixOf(a.id), nil, false, func(k, v []byte) bool {
+		actives = append(actives, activeEntry{id: string(k[len(a.id)+1:]), rec: bytes.Clone(v)})
 		return true
 	})
 	if err != nil {
 		a.loadErr = ErrUnavailable
 		return
 	}
-	for _, id := range actives {
+	for _, e := range actives {
+		id := e.id
 		sp := &policy.Spend{}
 		if ok, err := a.sys.getJSON(bSpends, []byte(id), sp); err != nil || !ok {
 			a.loadErr = ErrUnavailable
 			return
+		}
+		if len(e.rec) > 0 {
+			var r activeRecord
+			if err := fastjson.Unmarshal(e.rec, &r); err != nil {
+				a.loadErr = ErrUnavailable
+				return
+			}
+			// The stored message already carries the warning; the steps
+			// still to come write it again.
+			sp.Nonce, sp.Warning = r.Nonce, r.Warning
 		}
 		a.active[id] = sp
 		a.ledger.Reserve(sp, now)
@@ -243,7 +259,7 @@ func (a *agentActor) create(m *createSpend) {
 		a.ledger.Reserve(sp, now)
 		a.env.state.Held = a.env.state.Held.Add(sp.Amount)
 		a.active[id] = sp
-		c.putRaw(bActive, join(a.id, id), nil)
+		c.putRaw(bActive, join(a.id, id), activeValue(sp))
 	}
 	switch sp.Status {
 	case policy.StatusPendingApproval:
@@ -537,4 +553,18 @@ func (a *agentActor) expire(spendID string) {
 	a.env.mu.Unlock()
 	delete(a.active, sp.ID)
 	a.appended(t, sp, body)
+}
+
+// activeRecord is the value of a spend's active entry: what the spend
+// needs until it ends that its stored form, which is its wire form, leaves
+// out. The nonce above all: a payment approved or verified after the agent
+// was reloaded must reuse the authorization it was created with, so that
+// the vendor can never be paid twice for it.
+type activeRecord struct {
+	Nonce   string          `json:"nonce"`
+	Warning *policy.Warning `json:"warning,omitempty"`
+}
+
+func activeValue(sp *policy.Spend) []byte {
+	return mustJSON(activeRecord{Nonce: sp.Nonce, Warning: sp.Warning})
 }

@@ -95,6 +95,26 @@ func TestApproveSettles(t *testing.T) {
 	}
 }
 
+// A spend that waited for the owner across a restart (or the agent's
+// passivation, which reloads it the same way) settles when approved: it
+// keeps the payment authorization it was created with.
+func TestApproveAfterRestartSettles(t *testing.T) {
+	f := newApprovalFixture(t)
+	sp := f.pending(t)
+	f.h.close()
+	f.h.open("100.00")
+	if _, err := f.decide(sp, actors.DecisionApprove); err != nil {
+		t.Fatal(err)
+	}
+	done := f.read(t, sp.ID)
+	if done.Status != policy.StatusSettled || done.AmountSettled == nil {
+		t.Fatalf("approved after a restart, the spend is %s: %s", done.Status, done.Message)
+	}
+	if r := actors.Audit(f.h.store, nil); r.Err() != nil {
+		t.Fatal(r.Err())
+	}
+}
+
 func TestRejectDeclinesAndReleases(t *testing.T) {
 	f := newApprovalFixture(t)
 	sp := f.pending(t)

@@ -68,3 +68,43 @@ func TestDuplicatePurchaseWarnsWithinTheWindow(t *testing.T) {
 		t.Fatalf("61 s after the last purchase: still warned: %q", late.Message)
 	}
 }
+
+// The warning of a spend that waits for the owner survives a restart: the
+// payment approved after it still says it repeats a purchase.
+func TestDuplicateWarningSurvivesRestart(t *testing.T) {
+	f := newApprovalFixture(t)
+	first := f.pending(t)
+	f.h.clock.Advance(10 * time.Second)
+	again := f.pending(t) // the same resource, another idempotency key
+	warning := "Warning: the same resource was bought 10s ago by spend " + first.ID + "."
+	if !strings.Contains(again.Message, warning) {
+		t.Fatalf("the repeat is not warned about: %q", again.Message)
+	}
+
+	f.h.close()
+	f.h.open("100.00")
+
+	if _, err := f.decide(again, actors.DecisionApprove); err != nil {
+		t.Fatal(err)
+	}
+	done := f.read(t, again.ID)
+	if done.Status != policy.StatusSettled {
+		t.Fatalf("after approval the spend is %s, want settled: %s %v %v", done.Status, done.Message, done.FailureReason, done.RailError)
+	}
+	if strings.Count(done.Message, warning) != 1 {
+		t.Fatalf("settled after a restart, the message is %q: want the warning once", done.Message)
+	}
+	n := 0
+	for _, s := range done.NextAction.Suggestions {
+		if strings.Contains(s, "GET /v1/spends/"+first.ID) {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("suggestions after a restart: %q, want the one to read %s", done.NextAction.Suggestions, first.ID)
+	}
+	// The first one was not a repeat, and stays unwarned.
+	if f.decide(first, actors.DecisionApprove); strings.Contains(f.read(t, first.ID).Message, "Warning") {
+		t.Fatal("the first purchase is warned about after a restart")
+	}
+}

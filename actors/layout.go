@@ -22,7 +22,7 @@ const (
 	bSpends        = "spends"         // spend id -> Spend
 	bAgentSpends   = "agent_spends"   // agent id|spend id -> "" (ids sort by time)
 	bEnvSpends     = "env_spends"     // owner id|env|spend id -> agent id
-	bActive        = "active"         // agent id|spend id -> "" while a spend holds allowance
+	bActive        = "active"         // agent id|spend id -> activeRecord, while a spend holds allowance
 	bIdem          = "idempotency"    // agent id|key -> idemRecord
 	bEvents        = "events"         // owner id|env|sequence(8) -> StoredEvent
 	bEventIDs      = "event_ids"      // event id -> sequence(8), for list cursors

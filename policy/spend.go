@@ -46,15 +46,17 @@ type Spend struct {
 	IdempotencyKey string `json:"-"`
 	Fingerprint    string `json:"-"`
 	// Warning stays on the message and the suggestions while the payment
-	// goes ahead (approved, processing, settled); it is not stored, so a
-	// spend reloaded after a restart settles without it.
+	// goes ahead (approved, processing, settled). It is not part of the
+	// spend's stored form, which is its wire form: the service keeps it
+	// with the spend's active entry, so a spend reloaded after a restart
+	// still carries it.
 	Warning *Warning `json:"-"`
 }
 
 // Warning is advice that does not stop a payment: a duplicate purchase.
 type Warning struct {
-	Message    string
-	Suggestion string
+	Message    string `json:"message"`
+	Suggestion string `json:"suggestion"`
 }
 
 // Warn adds w to the spend's message and suggestions, now and after each
