@@ -88,7 +88,7 @@ func (a *agentActor) load() {
 			}
 			// The stored message already carries the warning; the steps
 			// still to come write it again.
-			sp.Nonce, sp.Warning = r.Nonce, r.Warning
+			sp.Nonce, sp.PolicyHash, sp.Warning = r.Nonce, r.PolicyHash, r.Warning
 		}
 		a.active[id] = sp
 		a.ledger.Reserve(sp, now)
@@ -560,11 +560,13 @@ func (a *agentActor) expire(spendID string) {
 // out. The nonce above all: a payment approved or verified after the agent
 // was reloaded must reuse the authorization it was created with, so that
 // the vendor can never be paid twice for it.
+// The policy hash goes into the spend's receipt.
 type activeRecord struct {
-	Nonce   string          `json:"nonce"`
-	Warning *policy.Warning `json:"warning,omitempty"`
+	Nonce      string          `json:"nonce"`
+	PolicyHash string          `json:"policy_hash"`
+	Warning    *policy.Warning `json:"warning,omitempty"`
 }
 
 func activeValue(sp *policy.Spend) []byte {
-	return mustJSON(activeRecord{Nonce: sp.Nonce, Warning: sp.Warning})
+	return mustJSON(activeRecord{Nonce: sp.Nonce, PolicyHash: sp.PolicyHash, Warning: sp.Warning})
 }

@@ -2,8 +2,10 @@ package actors_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -109,6 +111,26 @@ func TestApproveAfterRestartSettles(t *testing.T) {
 	done := f.read(t, sp.ID)
 	if done.Status != policy.StatusSettled || done.AmountSettled == nil {
 		t.Fatalf("approved after a restart, the spend is %s: %s", done.Status, done.Message)
+	}
+	// Its receipt names the rules it was decided under.
+	rc, err := f.h.sys.Receipt(f.agent, *done.Settlement.ReceiptID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.Split(rc.JWS, ".")
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if len(parts) != 3 || err != nil {
+		t.Fatalf("receipt %q: %v", rc.JWS, err)
+	}
+	var claims struct {
+		PolicyVersion int    `json:"policy_version"`
+		PolicyHash    string `json:"policy_hash"`
+	}
+	if err := json.Unmarshal(payload, &claims); err != nil {
+		t.Fatal(err)
+	}
+	if claims.PolicyVersion != sp.PolicyVersion || !strings.HasPrefix(claims.PolicyHash, "sha256:") {
+		t.Fatalf("receipt after a restart: policy_version %d hash %q, want %d and a sha256 hash", claims.PolicyVersion, claims.PolicyHash, sp.PolicyVersion)
 	}
 	if r := actors.Audit(f.h.store, nil); r.Err() != nil {
 		t.Fatal(r.Err())
