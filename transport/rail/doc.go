@@ -36,16 +36,17 @@
 //
 // # Invariants
 //
-//   - One nonce pays at most once. The rail remembers each nonce it settled
-//     with the payment it settled; Pay or Verify of that nonce for the same
-//     payment (same amount, currency, destination and resource) returns the
-//     identical settled outcome, and Settlements does not move. The same
-//     nonce for a different payment is refused as nonce_conflict.
+//   - One nonce pays at most once while the rail remembers it (Retention,
+//     an hour unless set). The rail remembers each nonce it settled with a
+//     digest of the payment it settled; Pay or Verify of that nonce for the
+//     same payment (same amount, currency, destination and resource)
+//     returns the identical settled outcome, and Settlements does not move.
+//     The same nonce for a different payment is refused as nonce_conflict.
 //   - Verify never settles a nonce Pay did not send, except the 98.00 magic
 //     amount, which the simulated vendor received by definition.
 //   - Every outcome is a pure function of the payment and the options, apart
-//     from what the rail remembers; the result is copied on the way out, so
-//     callers cannot alter what the rail remembers.
+//     from what the rail remembers; it is built anew for every call, so
+//     callers cannot alter what another call returns.
 //   - A live-mode payment is refused (livemode_not_supported): the practice
 //     rail must never be mistaken for a real settlement.
 //
@@ -69,10 +70,13 @@
 //
 // # Caveats
 //
-// The record of received nonces lives in memory and grows by one entry per
-// settled payment without any bound or expiry, which suits practice traffic
-// and tests, not an unbounded production load. It is also lost on restart:
-// after a restart Verify finds only 98.00 payments, and answers
-// payment_not_received for anything else. That is consistent within the
-// simulation, since simulated money exists nowhere but in this process.
+// The record of received nonces lives in memory: two 16-byte digests a
+// payment (about 50 bytes with the map), whatever the size of its result,
+// kept for Retention to twice Retention and then dropped, so a long
+// practice load holds at most two retentions' worth. The service sends a
+// nonce again only to verify an unknown outcome, within minutes. The record
+// is lost on restart: after a restart Verify finds only 98.00 payments, and
+// answers payment_not_received for anything else. That is consistent
+// within the simulation, since simulated money exists nowhere but in this
+// process.
 package rail

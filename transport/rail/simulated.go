@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -69,32 +70,99 @@ type SimulatedOptions struct {
 	// bytes (multi-byte UTF-8 characters included) to every result body.
 	// Tests use it to exercise MaxResultBody.
 	LargeBody int
+	// Retention is how long the vendor remembers a nonce it received: at
+	// least this long, at most twice. Zero means DefaultRetention.
+	Retention time.Duration
 }
+
+// DefaultRetention is how long the practice vendor remembers the nonces it
+// received when SimulatedOptions.Retention is zero. The service sends a
+// nonce again only to verify an unknown outcome, which it does within
+// minutes; an hour bounds the memory of a long practice load (about 32
+// bytes a payment) without ever forgetting a payment still being
+// verified.
+const DefaultRetention = time.Hour
 
 // Simulated is the practice rail: a vendor and a payment network simulated in
 // memory, without any network call. It is safe for concurrent use.
 type Simulated struct {
 	opts SimulatedOptions
 
-	mu          sync.Mutex
-	received    map[string]receivedPayment // by nonce; grows without bound, see the package doc
-	settlements int
+	mu sync.Mutex
+	// received maps each nonce the vendor received to the payment it paid,
+	// in two generations: a nonce is looked up in both and noted in recent;
+	// every Retention, recent becomes older and the old older is dropped.
+	// Only digests are kept: the settled outcome is a pure function of the
+	// payment, so it is computed again when a nonce is asked about twice.
+	recent, older map[nonceKey]paymentDigest
+	rotatedAt     time.Time
+	settlements   int
+	now           func() time.Time // time.Now; tests move it by hand
 }
 
-// receivedPayment is what the simulated vendor remembers of a payment it
-// received: enough to recognise the same payment again, and the outcome to
-// repeat.
-type receivedPayment struct {
-	amount      policy.Amount
-	currency    string
-	destination string
-	resource    policy.Resource
-	outcome     policy.RailOutcome // always RailSettled
+// nonceKey is the first 16 bytes of a nonce's SHA-256, and paymentDigest
+// those of a payment's identity (see digestOf): 128 bits, so two different
+// ones never meet in practice, in a fixed size that keeps no pointer.
+type (
+	nonceKey      [16]byte
+	paymentDigest [16]byte
+)
+
+func keyOf(nonce string) (k nonceKey) {
+	sum := sha256.Sum256([]byte(nonce))
+	copy(k[:], sum[:])
+	return k
+}
+
+// digestOf identifies what a nonce paid: the amount (numerically, so 2.5
+// and 2.50 are the same payment), currency, destination and resource. Each
+// part is length-prefixed, so no two payments encode alike.
+func digestOf(p policy.Payment) (d paymentDigest) {
+	h := sha256.New()
+	for _, part := range []string{p.Amount.Display(), p.Currency, p.Destination, p.Resource.Host, p.Resource.Path, p.Resource.Method} {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
+		h.Write(n[:])
+		h.Write([]byte(part))
+	}
+	copy(d[:], h.Sum(nil))
+	return d
 }
 
 // NewSimulated returns a practice rail.
 func NewSimulated(opts SimulatedOptions) *Simulated {
-	return &Simulated{opts: opts, received: make(map[string]receivedPayment)}
+	if opts.Retention <= 0 {
+		opts.Retention = DefaultRetention
+	}
+	return &Simulated{opts: opts, recent: make(map[nonceKey]paymentDigest), rotatedAt: time.Now(), now: time.Now}
+}
+
+// find returns the payment a nonce paid. Caller holds s.mu.
+func (s *Simulated) find(k nonceKey) (paymentDigest, bool) {
+	s.rotate()
+	if d, ok := s.recent[k]; ok {
+		return d, true
+	}
+	d, ok := s.older[k]
+	return d, ok
+}
+
+// rotate starts a new generation once the current one is Retention old.
+// Caller holds s.mu.
+func (s *Simulated) rotate() {
+	now := s.now()
+	if now.Sub(s.rotatedAt) < s.opts.Retention {
+		return
+	}
+	s.older, s.recent, s.rotatedAt = s.recent, make(map[nonceKey]paymentDigest), now
+}
+
+// Remembered is how many nonces the vendor remembers now.
+func (s *Simulated) Remembered() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rotate()
+	return len(s.recent) + len(s.older)
 }
 
 // Settlements is how many payments the simulated vendor has received. A
@@ -220,20 +288,24 @@ func (s *Simulated) wait(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// lookup returns the remembered outcome of p's nonce: the settled outcome
-// when it paid this same payment, a nonce_conflict rejection when it paid
-// another one.
+// lookup returns the outcome of p's nonce if the vendor received it: the
+// settled outcome when it paid this same payment, a nonce_conflict
+// rejection when it paid another one.
 func (s *Simulated) lookup(p policy.Payment) (policy.RailOutcome, bool) {
 	s.mu.Lock()
-	rec, ok := s.received[p.Nonce]
+	d, ok := s.find(keyOf(p.Nonce))
 	s.mu.Unlock()
 	if !ok {
 		return policy.RailOutcome{}, false
 	}
-	if !rec.matches(p) {
+	if d != digestOf(p) {
 		return nonceConflict(), true
 	}
-	return cloneOutcome(rec.outcome), true
+	out, err := s.settledOutcome(p)
+	if err != nil { // it was priced when it was received
+		return rejected(CodeInvalidPayment, fmt.Sprintf("The payment cannot be priced (%v); no money moved.", err)), true
+	}
+	return out, true
 }
 
 // settle records p as received, exactly once per nonce, and returns its
@@ -246,29 +318,19 @@ func (s *Simulated) settle(p policy.Payment) policy.RailOutcome {
 		return rejected(CodeInvalidPayment,
 			fmt.Sprintf("The payment cannot be priced (%v); no money moved.", err))
 	}
+	k, d := keyOf(p.Nonce), digestOf(p)
 	s.mu.Lock()
-	rec, ok := s.received[p.Nonce]
+	paid, ok := s.find(k)
 	if !ok {
-		rec = receivedPayment{
-			amount:      p.Amount,
-			currency:    p.Currency,
-			destination: p.Destination,
-			resource:    p.Resource,
-			outcome:     out,
-		}
-		s.received[p.Nonce] = rec
+		paid = d
+		s.recent[k] = d
 		s.settlements++
 	}
 	s.mu.Unlock()
-	if !rec.matches(p) {
+	if paid != d {
 		return nonceConflict()
 	}
-	return cloneOutcome(rec.outcome)
-}
-
-func (r receivedPayment) matches(p policy.Payment) bool {
-	return r.amount.Equal(p.Amount) && r.currency == p.Currency &&
-		r.destination == p.Destination && r.resource == p.Resource
+	return out
 }
 
 // settledOutcome is the deterministic settled outcome of p: a pure function
@@ -359,13 +421,4 @@ func rejected(code, message string) policy.RailOutcome {
 func nonceConflict() policy.RailOutcome {
 	return rejected(CodeNonceConflict,
 		"This nonce already paid a different payment; nothing was paid for this one.")
-}
-
-// cloneOutcome copies o so that no caller shares the rail's stored result.
-func cloneOutcome(o policy.RailOutcome) policy.RailOutcome {
-	if o.Result != nil {
-		r := *o.Result
-		o.Result = &r
-	}
-	return o
 }

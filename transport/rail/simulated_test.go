@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -668,4 +669,72 @@ func TestCapBodyBoundaries(t *testing.T) {
 	if !r.BodyTruncated || len(r.Body) != MaxResultBody-MaxResultBody%3 {
 		t.Fatalf("len %d", len(r.Body))
 	}
+}
+
+// The vendor remembers a nonce for at least Retention and at most twice
+// that: within it a repeat returns the same settlement and pays nothing;
+// after, the memory is given back. Two generations keep the count bounded
+// however many payments go through.
+func TestRetention(t *testing.T) {
+	ctx := context.Background()
+	s := NewSimulated(SimulatedOptions{Retention: time.Hour})
+	now := s.rotatedAt
+	s.now = func() time.Time { return now }
+
+	first := payment("3.00", nonce(20))
+	out := s.Pay(ctx, first)
+	if out.Status != policy.RailSettled {
+		t.Fatalf("pay: %s", describe(out))
+	}
+	now = now.Add(59 * time.Minute)
+	second := payment("3.00", nonce(21))
+	s.Pay(ctx, second)
+	now = now.Add(2 * time.Minute) // a new generation: the first is older, still known
+	for _, p := range []policy.Payment{first, second} {
+		if v := s.Verify(ctx, p); v.Status != policy.RailSettled {
+			t.Fatalf("verify within the retention: %s", describe(v))
+		}
+	}
+	sameOutcome(t, s.Pay(ctx, first), out)
+	if s.Settlements() != 2 || s.Remembered() != 2 {
+		t.Fatalf("settlements %d remembered %d, want 2 and 2", s.Settlements(), s.Remembered())
+	}
+	// A conflict is still caught from the older generation.
+	other := first
+	other.Amount = policy.MustAmount("3.01")
+	if c := s.Pay(ctx, other); c.ErrorCode != CodeNonceConflict {
+		t.Fatalf("another payment under a remembered nonce: %s", describe(c))
+	}
+
+	now = now.Add(time.Hour) // both generations are over an hour old
+	if n := s.Remembered(); n != 0 {
+		t.Fatalf("%d nonces remembered after twice the retention", n)
+	}
+	if v := s.Verify(ctx, first); v.ErrorCode != CodePaymentNotReceived {
+		t.Fatalf("verify after the retention: %s", describe(v))
+	}
+}
+
+// BenchmarkRememberedPayment reports what one received payment costs the
+// vendor's memory (B/payment), with a 4 KiB result it never keeps:
+//
+//	go test -run '^$' -bench RememberedPayment ./transport/rail
+func BenchmarkRememberedPayment(b *testing.B) {
+	s := NewSimulated(SimulatedOptions{LargeBody: 4096})
+	ctx := context.Background()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range b.N {
+		if out := s.Pay(ctx, payment("1.00", fmt.Sprintf("%032x", i))); out.Status != policy.RailSettled {
+			b.Fatalf("pay %d: %s", i, describe(out))
+		}
+	}
+	b.StopTimer()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if s.Remembered() != b.N {
+		b.Fatalf("remembered %d, want %d", s.Remembered(), b.N)
+	}
+	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(b.N), "B/payment")
 }
