@@ -67,12 +67,41 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	rep.Agents = len(agents)
 	progress("%d agents ready on %s", len(agents), addr)
 
+	var (
+		ceiling *ceilingServer
+		slices  []PhaseReport
+	)
+	if cfg.CeilingDuration > 0 {
+		if ceiling, err = startCeiling(); err != nil {
+			return rep, err
+		}
+		defer func() {
+			if cerr := ceiling.stop(); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
+		}()
+	}
+	// slice measures the ceiling once, as the read phases open and close.
+	slice := func(when string) {
+		if ceiling == nil || ctx.Err() != nil {
+			return
+		}
+		progress("ceiling %s: a handler that does nothing, %s measured on %d connections", when, cfg.CeilingDuration, cfg.Conns)
+		slices = append(slices, ceiling.measure(ctx, cfg, agents, "ceiling "+when))
+	}
+
 	run := runID()
 	phases := []struct {
 		ph  phase
 		out *PhaseReport
 	}{{spendsPhase(), &rep.Spends}, {balancePhase(), &rep.Balance}, {checkPhase(), &rep.Check}}
 	for i, p := range phases {
+		switch p.ph.name {
+		case "balance":
+			slice("before balance")
+		case "check":
+			slice("between balance and check")
+		}
 		progress("%s: %s warm-up, then %s measured on %d connections", p.ph.name, cfg.Warmup, cfg.Duration, cfg.Conns)
 		profiling := p.ph.name == cfg.ProfilePhase && cfg.CPUProfile != nil
 		if profiling {
@@ -123,13 +152,9 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 			return rep, err
 		}
 	}
-	if cfg.CeilingDuration > 0 {
-		progress("ceiling: a handler that does nothing, %s measured on %d connections", cfg.CeilingDuration, cfg.Conns)
-		c, err := measureCeiling(ctx, cfg, agents)
-		if err != nil {
-			return rep, err
-		}
-		rep.Ceiling = &c
+	slice("after check")
+	if ceiling != nil {
+		rep.Ceiling = newCeilingReport(slices, rep.Balance, rep.Check)
 	}
 	if len(rep.Spends.Declines) > 0 && proc == nil {
 		rep.Notes = append(rep.Notes, "declined spends are the running server's limits (pool, caps) at work; they skew the numbers")

@@ -39,10 +39,18 @@ func TestRunInProcess(t *testing.T) {
 	if s.Journal == nil || s.Journal.Records == 0 {
 		t.Errorf("journal report missing or empty: %+v", s.Journal)
 	}
-	if rep.Ceiling == nil {
-		t.Fatal("no ceiling report")
+	c := rep.Ceiling
+	if c == nil || len(c.Slices) != 3 {
+		t.Fatalf("want a ceiling in three slices around the reads, got %+v", c)
 	}
-	for _, p := range []PhaseReport{rep.Spends, rep.Balance, rep.Check, *rep.Ceiling} {
+	// Each read is compared with the mean of the slices around it.
+	if want := 100 * rep.Balance.PerSecond / ((c.Slices[0].PerSecond + c.Slices[1].PerSecond) / 2); c.BalanceShare != want || want <= 0 {
+		t.Errorf("balance share %.1f %%, want %.1f %%", c.BalanceShare, want)
+	}
+	if want := 100 * rep.Check.PerSecond / ((c.Slices[1].PerSecond + c.Slices[2].PerSecond) / 2); c.CheckShare != want || want <= 0 {
+		t.Errorf("check share %.1f %%, want %.1f %%", c.CheckShare, want)
+	}
+	for _, p := range append([]PhaseReport{rep.Spends, rep.Balance, rep.Check}, c.Slices...) {
 		if p.Requests == 0 || p.OK != p.Requests {
 			t.Errorf("%s: %d answered, %d ok", p.Name, p.Requests, p.OK)
 		}
@@ -73,7 +81,8 @@ func TestRunInProcess(t *testing.T) {
 	var text bytes.Buffer
 	rep.WriteText(&text)
 	for _, want := range []string{"settled spends/s", "GET /v1/balance", "POST /v1/spends/check", "per agent",
-		"Loopback ceiling", "balance reached"} {
+		"Loopback ceiling", "ceiling before balance", "ceiling between balance and check", "ceiling after check",
+		"balance reached"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text report lacks %q:\n%s", want, text.String())
 		}

@@ -17,18 +17,23 @@ var ceilingBody = []byte(`{"object":"balance","agent_id":"agt_000000000000000000
 	`"pool_available":"1000000.00","held":"0.00","pending_count":0,"currency":"usdc",` +
 	`"as_of":"2026-01-01T00:00:00Z","livemode":false,"request_id":"req_000000000000000000000"}`)
 
-// measureCeiling drives a fasthttp server whose handler only writes
-// ceilingBody, with the same load generator, connections, request and
-// server timeouts as the read phases. It is what this machine's loopback
-// and HTTP layer allow right now: the service's reads are measured
-// against it, so a slow hour of a shared machine shows as such instead of
-// as a slow service.
-func measureCeiling(ctx context.Context, cfg Config, agents []agentCred) (PhaseReport, error) {
+// ceilingServer is a fasthttp server whose handler only writes
+// ceilingBody, with the service's server timeouts. The read phases are
+// measured against it: it is what this machine's loopback and HTTP layer
+// allow right now, so a slow hour of a shared machine shows as such
+// instead of as a slow service.
+type ceilingServer struct {
+	addr string
+	srv  *fasthttp.Server
+	done chan error
+}
+
+func startCeiling() (*ceilingServer, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return PhaseReport{}, fmt.Errorf("listening for the ceiling server: %w", err)
+		return nil, fmt.Errorf("listening for the ceiling server: %w", err)
 	}
-	srv := &fasthttp.Server{
+	c := &ceilingServer{addr: ln.Addr().String(), done: make(chan error, 1), srv: &fasthttp.Server{
 		Handler: func(c *fasthttp.RequestCtx) {
 			c.SetContentType("application/json")
 			c.SetBody(ceilingBody)
@@ -36,21 +41,60 @@ func measureCeiling(ctx context.Context, cfg Config, agents []agentCred) (PhaseR
 		// As the service's defaults: they cost the same per request.
 		ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute,
 		NoDefaultServerHeader: true,
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	c := cfg
-	c.Duration, c.Warmup = cfg.CeilingDuration, min(cfg.Warmup, time.Second)
-	ph := phase{name: "ceiling", build: func(w *worker, host string) []byte {
+	}}
+	go func() { c.done <- c.srv.Serve(ln) }()
+	return c, nil
+}
+
+// measure drives one slice of the ceiling with the load generator,
+// connections and request of the read phases.
+func (c *ceilingServer) measure(ctx context.Context, cfg Config, agents []agentCred, name string) PhaseReport {
+	cc := cfg
+	cc.Duration, cc.Warmup = cfg.CeilingDuration, min(cfg.Warmup, time.Second)
+	ph := phase{name: name, build: func(w *worker, host string) []byte {
 		w.req.start("GET", "/v1/balance", host, w.agent().Key)
 		return w.req.finish(nil)
 	}}
-	r := runPhase(ctx, ln.Addr().String(), c, "", agents, ph, cfg.Seed, nil)
-	if err := srv.Shutdown(); err != nil {
-		return r, fmt.Errorf("stopping the ceiling server: %w", err)
+	return runPhase(ctx, c.addr, cc, "", agents, ph, cfg.Seed, nil)
+}
+
+func (c *ceilingServer) stop() error {
+	if err := c.srv.Shutdown(); err != nil {
+		return fmt.Errorf("stopping the ceiling server: %w", err)
 	}
-	if err := <-done; err != nil {
-		return r, fmt.Errorf("ceiling server: %w", err)
+	if err := <-c.done; err != nil {
+		return fmt.Errorf("ceiling server: %w", err)
 	}
-	return r, nil
+	return nil
+}
+
+// CeilingReport is the loopback ceiling, measured in three slices that
+// bracket the read phases: before balance, between balance and check, and
+// after check. Each read phase is compared with the mean of the two slices
+// around it, so a machine whose speed drifts within the run still gives a
+// fair share.
+type CeilingReport struct {
+	Slices []PhaseReport `json:"slices"`
+	// Balance and Check are the ceilings around each phase (req/s), and
+	// the shares the phases reached of them (percent).
+	Balance      float64 `json:"balance_per_second"`
+	Check        float64 `json:"check_per_second"`
+	BalanceShare float64 `json:"balance_percent"`
+	CheckShare   float64 `json:"check_percent"`
+}
+
+// newCeilingReport compares the read phases with the slices around them.
+func newCeilingReport(slices []PhaseReport, balance, check PhaseReport) *CeilingReport {
+	r := &CeilingReport{Slices: slices}
+	if len(slices) == 3 {
+		r.Balance = (slices[0].PerSecond + slices[1].PerSecond) / 2
+		r.Check = (slices[1].PerSecond + slices[2].PerSecond) / 2
+	}
+	if r.Balance > 0 {
+		r.BalanceShare = 100 * balance.PerSecond / r.Balance
+	}
+	if r.Check > 0 {
+		r.CheckShare = 100 * check.PerSecond / r.Check
+	}
+	return r
 }

@@ -28,8 +28,9 @@ type Config struct {
 	// IdleAgents is how many extra agents the memory measurement
 	// activates (in-process only); zero skips it.
 	IdleAgents int
-	// CeilingDuration is the measured time of the loopback ceiling (see
-	// measureCeiling); zero skips it.
+	// CeilingDuration is the measured time of each of the three slices of
+	// the loopback ceiling around the read phases (see CeilingReport);
+	// zero skips it.
 	CeilingDuration time.Duration
 	// IdleTimeout is the in-process service's passivation delay. Short,
 	// so the memory measurement can watch agents passivate.
@@ -59,7 +60,7 @@ type Config struct {
 func Defaults() Config {
 	return Config{
 		Agents: 200, Conns: 64, Duration: 10 * time.Second, Warmup: 2 * time.Second,
-		IdleAgents: 2000, IdleTimeout: 2 * time.Second, CeilingDuration: 5 * time.Second, Seed: 1,
+		IdleAgents: 2000, IdleTimeout: 2 * time.Second, CeilingDuration: 3 * time.Second, Seed: 1,
 	}
 }
 

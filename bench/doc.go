@@ -26,6 +26,13 @@
 //     POST /v1/spends with a unique Idempotency-Key, an amount from 0.01 to
 //     0.99 and a resource no earlier spend bought, spread uniformly over the
 //     agents; GET /v1/balance; POST /v1/spends/check.
+//     Unless CeilingDuration is zero, the same load also drives a local
+//     server whose handler only writes a fixed balance-sized answer, for
+//     CeilingDuration before the balance phase, between the reads and
+//     after the check phase: the loopback ceiling. Each read phase is
+//     reported as a share of the mean of the two slices around it, so a
+//     shared machine whose speed drifts within the run still compares
+//     like with like (CeilingReport).
 //  3. In-process only, measures an idle agent: it creates IdleAgents more
 //     agents through the System API, waits for every actor to passivate,
 //     reads HeapAlloc (after two forced collections), activates each new

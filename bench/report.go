@@ -23,9 +23,9 @@ type Report struct {
 	Balance    PhaseReport `json:"balance"`
 	Check      PhaseReport `json:"check"`
 	// Ceiling is the loopback ceiling: the read phases' load against a
-	// handler that does nothing (nil when skipped).
-	Ceiling *PhaseReport  `json:"ceiling,omitempty"`
-	Memory  *MemoryReport `json:"memory,omitempty"`
+	// handler that does nothing, around each read phase (nil when skipped).
+	Ceiling *CeilingReport `json:"ceiling,omitempty"`
+	Memory  *MemoryReport  `json:"memory,omitempty"`
 	// Notes say what the run could not measure, or what skews it.
 	Notes []string `json:"notes,omitempty"`
 }
@@ -148,11 +148,12 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  errors           %s\n\n", counts(p.r.Errors))
 	}
 
-	if c := r.Ceiling; c != nil && c.PerSecond > 0 {
+	if c := r.Ceiling; c != nil && c.Balance > 0 && c.Check > 0 {
 		fmt.Fprintf(w, "Loopback ceiling (a handler that writes a fixed balance-sized answer; same load, same connections)\n")
-		fmt.Fprintf(w, "  requests/s        %10.0f   (%d in %.1f s, %d ok)\n", c.PerSecond, c.Requests, c.Seconds, c.OK)
-		fmt.Fprintf(w, "  balance reached %.0f %% of it, check %.0f %%\n\n",
-			100*r.Balance.PerSecond/c.PerSecond, 100*r.Check.PerSecond/c.PerSecond)
+		for _, s := range c.Slices {
+			fmt.Fprintf(w, "  %-33s %8.0f req/s (%d in %.1f s)\n", s.Name, s.PerSecond, s.Requests, s.Seconds)
+		}
+		fmt.Fprintf(w, "  balance reached %.0f %% of the ceiling around it, check %.0f %%\n\n", c.BalanceShare, c.CheckShare)
 	}
 
 	if m := r.Memory; m != nil {

@@ -4,7 +4,7 @@
 //
 //	guard-bench [-agents 200] [-conns 64] [-duration 10s] [-warmup 2s]
 //	            [-idle-agents 2000] [-idle-timeout 2s] [-json] [-cpuprofile FILE] [-trace FILE]
-//	            [-profile-phase spends|balance|check] [-seed N]
+//	            [-profile-phase spends|balance|check] [-ceiling 3s] [-seed N]
 //	guard-bench -target http://HOST:PORT -owner-key svc_test_owner_... [flags]
 package main
 
@@ -45,7 +45,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	warmup := fs.Duration("warmup", d.Warmup, "unmeasured load before each phase")
 	idleAgents := fs.Int("idle-agents", d.IdleAgents, "extra agents activated to measure an idle agent's memory; 0 skips (in-process only)")
 	idleTimeout := fs.Duration("idle-timeout", d.IdleTimeout, "passivation delay of the in-process service")
-	ceiling := fs.Duration("ceiling", d.CeilingDuration, "measured time of the loopback ceiling (a handler that does nothing, for comparison); 0 skips")
+	ceiling := fs.Duration("ceiling", d.CeilingDuration, "measured time of each slice of the loopback ceiling (a handler that does nothing), before, between and after the reads; 0 skips")
 	target := fs.String("target", "", "base URL of a running server (http://host:port); empty starts one in-process")
 	ownerKey := fs.String("owner-key", "", "practice owner key of the -target server")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
