@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"testing"
@@ -120,4 +121,60 @@ func openWithIdleTimeout(t *testing.T, idle time.Duration) (context.Context, *ac
 		t.Fatal(err)
 	}
 	return ctx, sys, owner
+}
+
+// TestApprovalAfterPassivation: a spend waits for the owner while its
+// agent, idle, passivates; the owner's approval reloads the agent from
+// disk, and the payment settles with the authorization and rules it was
+// created with (before, the reloaded spend had lost its nonce and the
+// rail refused it).
+func TestApprovalAfterPassivation(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	ctx, sys, owner := openWithIdleTimeout(t, idle)
+	trusted := []string{"api.vendor.com"}
+	agent := guardtest.AgentPrincipal(t, sys, owner, "agent", &policy.RulesInput{TrustedDestinations: &trusted})
+
+	r, err := sys.CreateSpend(ctx, agent, actors.SpendInput{Amount: policy.MustAmount("2.00"), Currency: "usdc",
+		Destination: "new.vendor.io", URL: "https://new.vendor.io/report",
+		Resource:       policy.Resource{Host: "new.vendor.io", Path: "/report", Method: "GET"},
+		IdempotencyKey: "passivation-approval"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pending policy.Spend
+	if err := json.Unmarshal(r.Body, &pending); err != nil || pending.Status != policy.StatusPendingApproval {
+		t.Fatalf("want a spend waiting for the owner, got %s (%v)", r.Body, err)
+	}
+
+	deadline := time.Now().Add(10 * idle)
+	for sys.ActiveAgents() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent did not passivate within %s while its spend waited (idle timeout %s)", 10*idle, idle)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	if _, err := sys.DecideApproval(ctx, owner.OwnerID, actors.Decision{ApprovalID: pending.Approval.ID,
+		Decision: actors.DecisionApprove, ItemsHash: pending.Approval.ItemsHash, Channel: "console", Reference: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	var done policy.Spend
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		body, err := sys.GetSpend(ctx, agent, pending.ID, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(body, &done); err != nil {
+			t.Fatal(err)
+		}
+		if done.Status != policy.StatusApproved && done.Status != policy.StatusProcessing {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("spend still %s 30 s after the approval", done.Status)
+		}
+	}
+	if done.Status != policy.StatusSettled || done.Settlement == nil || done.Settlement.ReceiptID == nil {
+		t.Fatalf("approved after passivation, the spend is %s: %s", done.Status, done.Message)
+	}
 }
