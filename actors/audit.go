@@ -38,8 +38,8 @@ func Audit(store *persistence.Store, initialPool map[string]policy.Amount) Audit
 	bad := func(format string, args ...any) { r.Problems = append(r.Problems, fmt.Sprintf(format, args...)) }
 
 	type agentSums struct {
-		day, month, life map[string]policy.Amount // by window key
-		lifetime         policy.Amount
+		day, month map[string]policy.Amount // by window key
+		lifetime   policy.Amount
 	}
 	held := map[string]policy.Amount{}    // owner|env
 	settled := map[string]policy.Amount{} // owner|env

@@ -61,10 +61,3 @@ func (e *expiryTimers) stop() {
 		delete(e.timers, id)
 	}
 }
-
-// Pending is the number of scheduled expiries.
-func (e *expiryTimers) pending() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.timers)
-}

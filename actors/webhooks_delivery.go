@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"context"
 	"encoding/json"
 	"sort"
 	"time"
@@ -306,11 +305,4 @@ func (w *webhooks) queue(h *hook, ds ...webhookDelivery) {
 	for i := range ds {
 		w.track(h, &pendingDelivery{rec: ds[i]})
 	}
-}
-
-// waitCtx bounds a wait on the journal by the caller and by Close.
-func (w *webhooks) waitCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(w.ctx, cancel)
-	return ctx, func() { stop(); cancel() }
 }

@@ -368,17 +368,6 @@ func (w *wal) deleteThrough(applied uint64) {
 	w.segs = slices.Delete(w.segs, 0, n)
 }
 
-// segments returns the paths of the current segment files, oldest first.
-func (w *wal) segments() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := make([]string, len(w.segs))
-	for i, s := range w.segs {
-		out[i] = s.path
-	}
-	return out
-}
-
 // check verifies every durable frame of every segment: checksums, record
 // encodings, LSN continuity within and across segments, and that no record
 // after applied is missing. applied is read after the segment list is

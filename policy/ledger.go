@@ -53,9 +53,6 @@ type WindowEntry struct {
 	Amount  Amount
 }
 
-func dayOf(t time.Time) string   { return calendarOf(t).day }
-func monthOf(t time.Time) string { return calendarOf(t).month }
-
 // calendar is the names of one UTC day and its month, as the ledger stores
 // them.
 type calendar struct {

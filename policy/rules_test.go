@@ -386,8 +386,8 @@ func TestRulesHashIgnoresSpelling(t *testing.T) {
 			t.Errorf("a different spelling of the fixed policy hashes to %s, want %s\n%s", got, want, rulesJSON(t, r))
 		}
 	}
-	if goldenHashRules().Hash() != goldenHashRules().Hash() {
-		t.Error("the same rules hash differently twice")
+	if r1, r2 := goldenHashRules(), goldenHashRules(); r1.Hash() != r2.Hash() {
+		t.Error("the same rules, built twice, hash differently")
 	}
 	// nil and empty lists mean the same thing.
 	a, b := goldenHashRules(), goldenHashRules()

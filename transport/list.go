@@ -22,14 +22,14 @@ func listParams(c *call, extra ...string) (actors.ListParams, *apiError) {
 	for _, e := range extra {
 		allowed[e] = true
 	}
-	c.ctx.QueryArgs().VisitAll(func(k, v []byte) {
+	for k, v := range c.ctx.QueryArgs().All() {
 		if bad != nil {
-			return
+			break
 		}
 		key, val := string(k), string(v)
 		if !allowed[key] {
 			bad = badParam(codeParameterUnknown, key, key+" is not a parameter of this list; remove it (check the spelling).")
-			return
+			continue
 		}
 		switch key {
 		case "limit":
@@ -51,7 +51,7 @@ func listParams(c *call, extra ...string) (actors.ListParams, *apiError) {
 			t, err := parseTime(val)
 			if err != nil {
 				bad = badParam(codeParameterInvalid, key, key+" must be an RFC 3339 timestamp (2026-11-22T10:00:00Z) or Unix seconds.")
-				return
+				continue
 			}
 			switch key {
 			case "created[gte]":
@@ -64,7 +64,7 @@ func listParams(c *call, extra ...string) (actors.ListParams, *apiError) {
 				q.Created.Lt = &t
 			}
 		}
-	})
+	}
 	if bad == nil && q.StartingAfter != "" && q.EndingBefore != "" {
 		bad = badParam(codeParameterInvalid, "ending_before", "Use starting_after or ending_before, not both.")
 	}

@@ -103,7 +103,7 @@ func TestReceiptsVerifyAndChain(t *testing.T) {
 	parts := strings.Split(chain[0].jws, ".")
 	payload := []byte(`{"amount_settled":"0.01"}`)
 	forged := parts[0] + "." + base64.RawURLEncoding.EncodeToString(payload) + "." + parts[2]
-	if sig, err := jose.ParseSigned(forged, []jose.SignatureAlgorithm{jose.EdDSA}); err == nil {
+	if sig, err := jose.ParseSignedCompact(forged, []jose.SignatureAlgorithm{jose.EdDSA}); err == nil {
 		if _, err := sig.Verify(set.Keys[0]); err == nil {
 			t.Error("a receipt with a replaced payload verifies")
 		}
@@ -117,7 +117,7 @@ func TestReceiptsVerifyAndChain(t *testing.T) {
 // claims.
 func verifyJWS(t *testing.T, set *jose.JSONWebKeySet, token string, kid any) map[string]any {
 	t.Helper()
-	sig, err := jose.ParseSigned(token, []jose.SignatureAlgorithm{jose.EdDSA})
+	sig, err := jose.ParseSignedCompact(token, []jose.SignatureAlgorithm{jose.EdDSA})
 	if err != nil {
 		t.Fatalf("the receipt is not a compact EdDSA JWS: %v", err)
 	}
