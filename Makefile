@@ -48,7 +48,11 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 30s)
 bench: ## load the service over HTTP on loopback and print spends/s and latency
 	$(GO) run ./bench/cmd/guard-bench $(BENCHFLAGS)
 
+# staticcheck is pinned so that a new release cannot turn a green tree red.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
 .PHONY: lint
-lint: ## gofmt and go vet
+lint: ## gofmt, go vet and staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) run $(STATICCHECK) $(PKGS)
