@@ -29,10 +29,7 @@ func TestAgentPassivatesAfterUnknownOutcome(t *testing.T) {
 
 	// 98.00 is the practice amount whose outcome is unknown at first; the
 	// service verifies it a couple of seconds later and it settles.
-	r, err := sys.CreateSpend(ctx, agent, actors.SpendInput{Amount: policy.MustAmount("98.00"), Currency: "usdc",
-		Destination: "api.vendor.com", URL: "https://api.vendor.com/report",
-		Resource:       policy.Resource{Host: "api.vendor.com", Path: "/report", Method: "GET"},
-		IdempotencyKey: "passivation-1"})
+	r, err := sys.CreateSpend(ctx, agent, reportSpend("98.00", "api.vendor.com", "passivation-1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,10 +131,7 @@ func TestApprovalAfterPassivation(t *testing.T) {
 	trusted := []string{"api.vendor.com"}
 	agent := guardtest.AgentPrincipal(t, sys, owner, "agent", &policy.RulesInput{TrustedDestinations: &trusted})
 
-	r, err := sys.CreateSpend(ctx, agent, actors.SpendInput{Amount: policy.MustAmount("2.00"), Currency: "usdc",
-		Destination: "new.vendor.io", URL: "https://new.vendor.io/report",
-		Resource:       policy.Resource{Host: "new.vendor.io", Path: "/report", Method: "GET"},
-		IdempotencyKey: "passivation-approval"})
+	r, err := sys.CreateSpend(ctx, agent, reportSpend("2.00", "new.vendor.io", "passivation-approval"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,4 +171,11 @@ func TestApprovalAfterPassivation(t *testing.T) {
 	if done.Status != policy.StatusSettled || done.Settlement == nil || done.Settlement.ReceiptID == nil {
 		t.Fatalf("approved after passivation, the spend is %s: %s", done.Status, done.Message)
 	}
+}
+
+// reportSpend buys https://host/report for amount.
+func reportSpend(amount, host, idempotencyKey string) actors.SpendInput {
+	return actors.SpendInput{Amount: policy.MustAmount(amount), Currency: "usdc", Destination: host,
+		URL: "https://" + host + "/report", Resource: policy.Resource{Host: host, Path: "/report", Method: "GET"},
+		IdempotencyKey: idempotencyKey}
 }
