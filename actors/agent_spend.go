@@ -559,8 +559,8 @@ func (a *agentActor) expire(spendID string) {
 // needs until it ends that its stored form, which is its wire form, leaves
 // out. The nonce above all: a payment approved or verified after the agent
 // was reloaded must reuse the authorization it was created with, so that
-// the vendor can never be paid twice for it.
-// The policy hash goes into the spend's receipt.
+// the vendor can never be paid twice for it. The policy hash goes into the
+// spend's receipt; the warning into its message until it settles.
 type activeRecord struct {
 	Nonce      string          `json:"nonce"`
 	PolicyHash string          `json:"policy_hash"`

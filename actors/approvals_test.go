@@ -118,9 +118,12 @@ func TestApproveAfterRestartSettles(t *testing.T) {
 		t.Fatal(err)
 	}
 	parts := strings.Split(rc.JWS, ".")
+	if len(parts) != 3 {
+		t.Fatalf("receipt %q is not a compact JWS", rc.JWS)
+	}
 	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if len(parts) != 3 || err != nil {
-		t.Fatalf("receipt %q: %v", rc.JWS, err)
+	if err != nil {
+		t.Fatalf("receipt payload %q: %v", parts[1], err)
 	}
 	var claims struct {
 		PolicyVersion int    `json:"policy_version"`
