@@ -78,7 +78,7 @@ type SimulatedOptions struct {
 // DefaultRetention is how long the practice vendor remembers the nonces it
 // received when SimulatedOptions.Retention is zero. The service sends a
 // nonce again only to verify an unknown outcome, which it does within
-// minutes; an hour bounds the memory of a long practice load (about 32
+// minutes; an hour bounds the memory of a long practice load (about 50
 // bytes a payment) without ever forgetting a payment still being
 // verified.
 const DefaultRetention = time.Hour
@@ -89,9 +89,10 @@ type Simulated struct {
 	opts SimulatedOptions
 
 	mu sync.Mutex
-	// received maps each nonce the vendor received to the payment it paid,
-	// in two generations: a nonce is looked up in both and noted in recent;
-	// every Retention, recent becomes older and the old older is dropped.
+	// recent and older map each nonce the vendor received to the payment
+	// it paid, in two generations: a nonce is looked up in both and noted
+	// in recent; every Retention, recent becomes older and the old older is
+	// dropped.
 	// Only digests are kept: the settled outcome is a pure function of the
 	// payment, so it is computed again when a nonce is asked about twice.
 	recent, older map[nonceKey]paymentDigest
