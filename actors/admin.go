@@ -249,6 +249,14 @@ func (a *agentActor) publish(m *publishPolicy) {
 		eff = now.Add(a.sys.cfg.LoosenDelay)
 	}
 	pol := policy.NewPolicy(NewID("pol", now), a.id, latest.Version+1, rules, a.agent.Livemode, now, eff)
+	if !loosens && pol.DestinationWindowOver != nil && !a.windowLoaded {
+		// The rule applies at once: its window must be whole before the
+		// version is published, or the next decision would under-count.
+		if err := a.loadWindow(now); err != nil {
+			m.reply <- publishReply{err: ErrUnavailable}
+			return
+		}
+	}
 	c := &change{}
 	a.env.mu.Lock()
 	c.put(bPolicies, versionKey(a.id, pol.Version), pol)

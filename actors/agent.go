@@ -25,6 +25,11 @@ type agentActor struct {
 	policy  policy.Policy
 	ledger  policy.Ledger
 	env     *envLedger
+	// windowLoaded is set once the ledger's destination window also holds
+	// the spends settled in the last 24 h before this activation. Only
+	// destination_window_over reads the window, so an agent without that
+	// rule activates without reading a day of its spends (see loadWindow).
+	windowLoaded bool
 
 	// active holds the spends that still hold allowance.
 	active map[string]*policy.Spend

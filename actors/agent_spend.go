@@ -93,13 +93,41 @@ func (a *agentActor) load() {
 		a.active[id] = sp
 		a.ledger.Reserve(sp, now)
 	}
-	// The 24 h per-destination window: settled spends of the last day.
+	if err := a.ensureWindow(now); err != nil {
+		a.loadErr = ErrUnavailable
+		return
+	}
+	a.loaded = true
+}
+
+// ensureWindow loads the destination window when the policy in effect
+// reads it and it is not loaded yet.
+func (a *agentActor) ensureWindow(now time.Time) error {
+	if a.windowLoaded || a.policy.DestinationWindowOver == nil {
+		return nil
+	}
+	return a.loadWindow(now)
+}
+
+// loadWindow adds to the destination window the spends of the last 24 h
+// that settled before this activation. Since activation the ledger has
+// seen every spend of the agent itself (reserved, settled, released), so
+// those are in the window already and are skipped; everything older is
+// durable and in the store.
+func (a *agentActor) loadWindow(now time.Time) error {
+	have := make(map[string]bool, len(a.ledger.Window))
+	for _, w := range a.ledger.Window {
+		have[w.SpendID] = true
+	}
 	cut := now.Add(-policy.DestinationWindowLength)
 	var window []policy.WindowEntry
-	err = a.sys.store.Scan(bAgentSpends, prefixOf(a.id), nil, true, func(k, _ []byte) bool {
+	err := a.sys.store.Scan(bAgentSpends, prefixOf(a.id), nil, true, func(k, _ []byte) bool {
 		id := string(k[len(a.id)+1:])
 		if ms, ok := idMillis(id); ok && time.UnixMilli(ms).Before(cut.Add(-time.Minute)) {
 			return false
+		}
+		if have[id] {
+			return true
 		}
 		sp := &policy.Spend{}
 		if ok, err := a.sys.getJSON(bSpends, []byte(id), sp); err == nil && ok &&
@@ -109,11 +137,11 @@ func (a *agentActor) load() {
 		return true
 	})
 	if err != nil {
-		a.loadErr = ErrUnavailable
-		return
+		return err
 	}
 	a.ledger.AddWindow(window...)
-	a.loaded = true
+	a.windowLoaded = true
+	return nil
 }
 
 // idMillis extracts the creation time embedded in an id.
@@ -157,9 +185,18 @@ func (a *agentActor) reloadPolicy() {
 	if ok, err := a.sys.getJSON(bAgents, []byte(a.id), &ag); err == nil && ok {
 		a.agent = ag
 	}
-	if a.loadPolicy(a.now()) == nil {
-		a.applyDuePolicy()
+	prev := a.policy
+	if a.loadPolicy(a.now()) != nil {
+		return
 	}
+	if err := a.ensureWindow(a.now()); err != nil {
+		// The rules in effect stay until the window can be read: the
+		// next reload tries again.
+		a.sys.log.Error("loading the destination window failed; the agent keeps its previous rules", "agent", a.id, "err", err)
+		a.policy = prev
+		return
+	}
+	a.applyDuePolicy()
 }
 
 // resumeOpenWork restarts what a previous incarnation left: expiry timers,
