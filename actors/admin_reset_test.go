@@ -2,7 +2,6 @@ package actors_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
@@ -71,15 +70,7 @@ func (f *resetFixture) spend(t *testing.T, key, amount, dest string) policy.Spen
 	in := actors.SpendInput{Amount: policy.MustAmount(amount), Currency: "usdc", Destination: dest,
 		Resource: policy.Resource{Host: dest, Path: "/x", Method: "GET"}, URL: "https://" + dest + "/x",
 		IdempotencyKey: fmt.Sprintf("k%d", f.n)}
-	r, err := f.h.sys.CreateSpend(context.Background(), f.principal(t, key), in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sp policy.Spend
-	if err := json.Unmarshal(r.Body, &sp); err != nil {
-		t.Fatal(err)
-	}
-	return sp
+	return createSpend(t, f.h.sys, f.principal(t, key), in)
 }
 
 // count is how many keys of a bucket start with prefix.

@@ -1,8 +1,6 @@
 package actors_test
 
 import (
-	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -18,17 +16,7 @@ func TestDuplicatePurchaseWarnsWithinTheWindow(t *testing.T) {
 	f := newApprovalFixture(t)
 	buy := func(key, path string) policy.Spend {
 		t.Helper()
-		in := actors.SpendInput{Amount: policy.MustAmount("1.00"), Currency: "usdc", Destination: "api.vendor.com",
-			Resource: policy.Resource{Host: "api.vendor.com", Path: path, Method: "GET"},
-			URL:      "https://api.vendor.com" + path, IdempotencyKey: key}
-		r, err := f.h.sys.CreateSpend(context.Background(), f.agent, in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var sp policy.Spend
-		if err := json.Unmarshal(r.Body, &sp); err != nil {
-			t.Fatal(err)
-		}
+		sp := createSpend(t, f.h.sys, f.agent, vendorSpend("1.00", path, key))
 		if sp.Status != policy.StatusSettled {
 			t.Fatalf("spend %s is %s, want settled: the warning never stops a payment", key, sp.Status)
 		}

@@ -82,6 +82,27 @@ func (h *harness) close() {
 	}
 }
 
+// vendorSpend is a GET of https://api.vendor.com<path> for amount.
+func vendorSpend(amount, path, idempotencyKey string) actors.SpendInput {
+	return actors.SpendInput{Amount: policy.MustAmount(amount), Currency: "usdc", Destination: "api.vendor.com",
+		Resource: policy.Resource{Host: "api.vendor.com", Path: path, Method: "GET"},
+		URL:      "https://api.vendor.com" + path, IdempotencyKey: idempotencyKey}
+}
+
+// createSpend creates a spend and decodes the answer.
+func createSpend(t *testing.T, sys *actors.System, p actors.Principal, in actors.SpendInput) policy.Spend {
+	t.Helper()
+	r, err := sys.CreateSpend(context.Background(), p, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sp policy.Spend
+	if err := json.Unmarshal(r.Body, &sp); err != nil {
+		t.Fatal(err)
+	}
+	return sp
+}
+
 func strp(s string) *string { return &s }
 
 // TestSimulation runs seeded random concurrent spends, cancels, approvals

@@ -2,7 +2,6 @@ package actors_test
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 
 	"github.com/agentpay/guard/actors"
@@ -18,18 +17,7 @@ func TestDestinationWindowLoadsWhenTheRuleArrives(t *testing.T) {
 	ctx := context.Background()
 	buy := func(key, amount string) policy.Spend {
 		t.Helper()
-		in := actors.SpendInput{Amount: policy.MustAmount(amount), Currency: "usdc", Destination: "api.vendor.com",
-			Resource: policy.Resource{Host: "api.vendor.com", Path: "/" + key, Method: "GET"},
-			URL:      "https://api.vendor.com/" + key, IdempotencyKey: key}
-		r, err := f.h.sys.CreateSpend(ctx, f.agent, in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var sp policy.Spend
-		if err := json.Unmarshal(r.Body, &sp); err != nil {
-			t.Fatal(err)
-		}
-		return sp
+		return createSpend(t, f.h.sys, f.agent, vendorSpend(amount, "/"+key, key))
 	}
 	first := buy("k1", "3.00")
 	if first.Status != policy.StatusSettled {
