@@ -99,20 +99,21 @@ func amountGates(p *Policy, l *Ledger, pool Pool, req Request, d Decision, now t
 		return capDecline(d, ReasonPerSpendLimit, p.PerSpendLimit, Amount{}, amt, nil,
 			fmt.Sprintf("%s is above the per-payment limit of %s.", amt.Display(), p.PerSpendLimit.Display()))
 	}
-	if used := l.DayUsed(now); used.Add(amt).Cmp(p.DailyCap) > 0 {
+	u := l.Usage(now)
+	if used := u.Day; used.Add(amt).Cmp(p.DailyCap) > 0 {
 		r := NextDay(now)
 		return capDecline(d, ReasonDailyCap, p.DailyCap, used, amt, &r,
 			fmt.Sprintf("Paying %s would exceed the daily cap of %s (%s already spent or held today); it resets at %s.",
 				amt.Display(), p.DailyCap.Display(), used.Display(), r.Format(time.RFC3339)))
 	}
-	if used := l.MonthUsed(now); used.Add(amt).Cmp(p.MonthlyCap) > 0 {
+	if used := u.Month; used.Add(amt).Cmp(p.MonthlyCap) > 0 {
 		r := NextMonth(now)
 		return capDecline(d, ReasonMonthlyCap, p.MonthlyCap, used, amt, &r,
 			fmt.Sprintf("Paying %s would exceed the monthly cap of %s (%s already spent or held this month); it resets at %s.",
 				amt.Display(), p.MonthlyCap.Display(), used.Display(), r.Format(time.RFC3339)))
 	}
 	if p.LifetimeCap != nil {
-		if used := l.LifetimeUsed(); used.Add(amt).Cmp(*p.LifetimeCap) > 0 {
+		if used := u.Lifetime; used.Add(amt).Cmp(*p.LifetimeCap) > 0 {
 			return capDecline(d, ReasonLifetimeCap, *p.LifetimeCap, used, amt, nil,
 				fmt.Sprintf("Paying %s would exceed the lifetime cap of %s (%s already spent or held).",
 					amt.Display(), p.LifetimeCap.Display(), used.Display()))

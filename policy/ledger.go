@@ -193,17 +193,24 @@ func (l *Ledger) PendingCount() int {
 	return n
 }
 
-// DayUsed is settled today plus held.
-func (l *Ledger) DayUsed(now time.Time) Amount {
-	l.roll(now)
-	return l.DaySettled.Add(l.Held())
+// Usage is what counts against each cap at one instant: what settled in
+// the cap's window plus every active hold.
+type Usage struct {
+	Day, Month, Lifetime Amount
 }
 
-// MonthUsed is settled this month plus held.
-func (l *Ledger) MonthUsed(now time.Time) Amount {
+// Usage rolls the windows to now and sums the holds once for all caps.
+func (l *Ledger) Usage(now time.Time) Usage {
 	l.roll(now)
-	return l.MonthSettled.Add(l.Held())
+	held := l.Held()
+	return Usage{Day: l.DaySettled.Add(held), Month: l.MonthSettled.Add(held), Lifetime: l.LifetimeSettled.Add(held)}
 }
+
+// DayUsed is settled today plus held.
+func (l *Ledger) DayUsed(now time.Time) Amount { return l.Usage(now).Day }
+
+// MonthUsed is settled this month plus held.
+func (l *Ledger) MonthUsed(now time.Time) Amount { return l.Usage(now).Month }
 
 // LifetimeUsed is settled ever plus held.
 func (l *Ledger) LifetimeUsed() Amount { return l.LifetimeSettled.Add(l.Held()) }

@@ -257,8 +257,9 @@ func ComputeBalance(agentID string, p *Policy, l *Ledger, pool Pool, now time.Ti
 		name string
 		v    Amount
 	}
-	daily := nonNeg(p.DailyCap.Sub(l.DayUsed(now)))
-	monthly := nonNeg(p.MonthlyCap.Sub(l.MonthUsed(now)))
+	u := l.Usage(now)
+	daily := nonNeg(p.DailyCap.Sub(u.Day))
+	monthly := nonNeg(p.MonthlyCap.Sub(u.Month))
 	terms := []term{
 		{"pool_available", nonNeg(pool.Spendable())},
 		{"daily_remaining", daily},
@@ -270,7 +271,7 @@ func ComputeBalance(agentID string, p *Policy, l *Ledger, pool Pool, now time.Ti
 		Components: BalanceComponents{PoolAvailable: pool.Available.Display(), ReserveFloor: pool.ReserveFloor.Display(),
 			DailyRemaining: daily.Display(), MonthlyRemaining: monthly.Display(), PerSpendLimit: p.PerSpendLimit.Display()}}
 	if p.LifetimeCap != nil {
-		lr := nonNeg(p.LifetimeCap.Sub(l.LifetimeUsed()))
+		lr := nonNeg(p.LifetimeCap.Sub(u.Lifetime))
 		s := lr.Display()
 		b.Components.LifetimeRemaining = &s
 		terms = append(terms, term{"lifetime_remaining", lr})
