@@ -48,7 +48,8 @@ func (a *agentActor) publishView() {
 	pol := a.policy
 	// Without the destination window: it can hold every spend of a day,
 	// and copying it would make each change cost as much as the day's
-	// spends. A check that needs it is answered by the actor (System.checkInActor).
+	// spends. A check that needs it is answered by the actor
+	// (System.checkInActor).
 	l := a.ledger.ReadCopy()
 	a.entry.view.Store(&agentView{ticket: a.lastTicket, policy: &pol, ledger: l, paused: a.agent.Status == AgentPaused, env: a.env})
 }
@@ -134,7 +135,6 @@ type checkReply struct {
 // check answers a checkRequest. The rules roll the ledger's windows
 // forward, as any spend would; nothing else of it changes.
 func (a *agentActor) check(m *checkRequest) checkReply {
-	r := policy.Check(&a.policy, &a.ledger, a.env.durablePool(), policy.Subject{Paused: a.agent.Status == AgentPaused},
-		m.destination, &m.amount, a.env.now(a.sys.clock))
+	r := policy.Check(&a.policy, &a.ledger, a.env.durablePool(), a.subject(), m.destination, &m.amount, a.env.now(a.sys.clock))
 	return checkReply{result: r, ticket: a.lastTicket}
 }
