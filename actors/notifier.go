@@ -340,8 +340,11 @@ func (n *notifier) send(notice ApprovalNotice) (string, error) {
 // busy for Quiesce. It reports false when the system is closing.
 func (n *notifier) park(d time.Duration) bool {
 	fire := make(chan struct{})
-	n.sys.busy.add(-1)
+	// The timer exists before the goroutine stops counting as busy: a
+	// Quiesce that sees it idle may advance the clock at once, and a timer
+	// registered after that advance would wait for the next one.
 	t := n.sys.clock.AfterFunc(d, func() { n.sys.busy.add(1); close(fire) })
+	n.sys.busy.add(-1)
 	select {
 	case <-fire:
 		return true

@@ -37,8 +37,10 @@ func (s *System) settle(agentID string, p policy.Payment, after *persistence.Tic
 			if !p.Livemode {
 				advanced = s.wakes.wait(p.OwnerID)
 			}
-			s.busy.add(-1)
+			// Registered before the work stops counting as busy (see
+			// notifier.park).
 			t := s.clock.AfterFunc(delay, func() { s.busy.add(1); close(fire) })
+			s.busy.add(-1)
 			select {
 			case <-fire:
 			case <-advanced:
