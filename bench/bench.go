@@ -135,6 +135,9 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		p.out.LoadAverage = load
 		if p.out.Seconds > 0 && cpu[1] > 0 {
 			p.out.ProcessCPU = 100 * (cpu[1] - cpu[0]).Seconds() / p.out.Seconds
+			if p.out.Requests > 0 {
+				p.out.CPUPerRequest = float64((cpu[1] - cpu[0]).Microseconds()) / float64(p.out.Requests)
+			}
 		}
 		if p.out.Seconds > 0 && all[1] > 0 {
 			p.out.MachineCPU = 100 * (all[1] - all[0]).Seconds() / p.out.Seconds

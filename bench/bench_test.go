@@ -62,6 +62,14 @@ func TestRunInProcess(t *testing.T) {
 				t.Errorf("%s: transport errors: %v", p.Name, p.Errors)
 			}
 		}
+		// Both figures come from one CPU reading of the window.
+		if p.ProcessCPU > 0 {
+			want := p.ProcessCPU / 100 * p.Seconds * 1e6 / float64(p.Requests)
+			if math.Abs(p.CPUPerRequest-want) > 0.01*want {
+				t.Errorf("%s: %.1f µs of CPU per answer, want %.1f (%.0f %% of a core over %.2f s, %d answers)",
+					p.Name, p.CPUPerRequest, want, p.ProcessCPU, p.Seconds, p.Requests)
+			}
+		}
 		l := p.Latency
 		if !(0 < l.P50 && l.P50 <= l.P90 && l.P90 <= l.P99 && l.P99 <= l.P999 && l.P999 <= l.Max) {
 			t.Errorf("%s: latency percentiles out of order: %+v", p.Name, l)
@@ -80,9 +88,13 @@ func TestRunInProcess(t *testing.T) {
 
 	var text bytes.Buffer
 	rep.WriteText(&text)
-	for _, want := range []string{"settled spends/s", "GET /v1/balance", "POST /v1/spends/check", "per agent",
+	wants := []string{"settled spends/s", "GET /v1/balance", "POST /v1/spends/check", "per agent",
 		"Loopback ceiling", "ceiling before balance", "ceiling between balance and check", "ceiling after check",
-		"balance reached"} {
+		"balance reached"}
+	if rep.Spends.ProcessCPU > 0 {
+		wants = append(wants, "CPU per answer")
+	}
+	for _, want := range wants {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text report lacks %q:\n%s", want, text.String())
 		}

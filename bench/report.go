@@ -61,6 +61,11 @@ type PhaseReport struct {
 	// window, in percent of one core (Linux only; 0 elsewhere). Well above
 	// ProcessCPU means other work competed for the cores.
 	MachineCPU float64 `json:"machine_cpu_percent"`
+	// CPUPerRequest is this process's CPU time per answered request, in
+	// microseconds (in-process: service and load generator together).
+	// NumCPU seconds divided by it bound the requests per second this
+	// machine can answer at that cost, however the work is scheduled.
+	CPUPerRequest float64 `json:"process_cpu_us_per_request,omitempty"`
 	// LoadAverage is the machine's 1-minute load average as the window
 	// opened: other work on the machine skews every number.
 	LoadAverage string `json:"load_average,omitempty"`
@@ -177,6 +182,10 @@ func writeCPU(w io.Writer, p PhaseReport) {
 		fmt.Fprintf(w, "  CPU               %10.0f %%  of one core by this process, %.0f %% by the whole machine (%d cores; load average %s as the window opened)\n",
 			p.ProcessCPU, p.MachineCPU, runtime.NumCPU(), p.LoadAverage)
 	}
+	if p.CPUPerRequest > 0 {
+		fmt.Fprintf(w, "  CPU per answer    %10.0f µs  (at that cost %d cores answer at most %.0f/s)\n",
+			p.CPUPerRequest, runtime.NumCPU(), cpuBound(p.CPUPerRequest, runtime.NumCPU()))
+	}
 }
 
 func writeLatency(w io.Writer, l LatencyReport) {
@@ -206,4 +215,10 @@ func counts(m map[string]int64) string {
 		fmt.Fprintf(&b, " %s=%d", k, m[k])
 	}
 	return b.String()
+}
+
+// cpuBound is the most requests per second n cores can answer when each
+// costs us microseconds of CPU.
+func cpuBound(us float64, n int) float64 {
+	return float64(n) * 1e6 / us
 }
