@@ -28,10 +28,10 @@ import (
 )
 
 // The crash test kills the real binary with SIGKILL at random moments
-// while clients pay through it, restarts it on the same data directory,
-// and checks after every restart that nothing a client was told is lost
-// or undone, and at the end that the journal is consistent and every
-// counter adds up.
+// while clients pay through it and the owner approves and rejects in the
+// console, restarts it on the same data directory, and checks after every
+// restart that nothing a client or the owner was told is lost or undone,
+// and at the end that the journal is consistent and every counter adds up.
 //
 // Replay a failure with GUARD_CRASH_SEED=<seed printed by the failing run>;
 // GUARD_CRASH_ROUNDS overrides the number of kills.
@@ -53,8 +53,12 @@ var crashAgents = []struct {
 	{"capped", "40.00"},     // small spends against a low daily cap: hits it within a round
 	{"unknown", "1000.00"},  // one 98.00 (outcome unknown, settles later) every other round
 	{"failing", "300.00"},   // mostly 99.00, which the practice vendor refuses
-	{"approvals", "300.00"}, // pays an untrusted vendor (waits for the owner) and cancels
+	{"approvals", "300.00"}, // pays an untrusted vendor (waits for the owner) and cancels; the owner decides
 }
+
+// approvalsAgent is the index in crashAgents of the agent whose spends wait
+// for the owner.
+const approvalsAgent = 3
 
 func TestCrashRecovery(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
@@ -95,8 +99,8 @@ func TestCrashRecovery(t *testing.T) {
 		g.kill(t)
 		g.start(t)
 		v := g.verify(ctx, t, m, agents, rng)
-		t.Logf("round %d: killed after %s: %d answers, %d unanswered; restart: %d spends checked, %d retried, %d replayed",
-			round, killAfter, st.answered, st.unanswered, v.checked, v.retried, v.replayed)
+		t.Logf("round %d: killed after %s: %d answers, %d unanswered; restart: %d spends checked, %d retried, %d replayed, %d decided by the owner",
+			round, killAfter, st.answered, st.unanswered, v.checked, v.retried, v.replayed, v.decided)
 		if m.failed(t) {
 			t.FailNow()
 		}
@@ -145,6 +149,10 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	if m.declined[policy.ReasonDailyCap] == 0 {
 		t.Errorf("no spend was declined for the daily cap; the test did not reach a cap")
+	}
+	if m.decided[decisionApprove+"->settled"] == 0 && m.decided[decisionApprove+"->approved"] == 0 &&
+		m.decided[decisionApprove+"->processing"] == 0 {
+		t.Errorf("no approval by the owner let a payment go (owner decisions %s)", tally(m.decided))
 	}
 }
 
@@ -215,8 +223,8 @@ type ownerKeys struct {
 
 func (g *guardProcess) createOwner(t *testing.T) ownerKeys {
 	t.Helper()
-	cmd := exec.Command(g.bin, "owner", "create", "-data", g.data, "-name", "Crash owner", "-email", "crash@owner.invalid")
-	cmd.Stdin = strings.NewReader("a long enough password\n")
+	cmd := exec.Command(g.bin, "owner", "create", "-data", g.data, "-name", "Crash owner", "-email", crashOwnerEmail)
+	cmd.Stdin = strings.NewReader(crashOwnerPassword + "\n")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -448,6 +456,10 @@ type spendView struct {
 	Settlement    *struct {
 		ReceiptID *string `json:"receipt_id"`
 	} `json:"settlement"`
+	Approval *struct {
+		ID        string `json:"id"`
+		ItemsHash string `json:"items_hash"`
+	} `json:"approval"`
 	Replay bool `json:"idempotent_replay"`
 }
 
@@ -472,18 +484,28 @@ type known struct {
 	status      string
 	settled     string // amount_settled as sent
 	receipt     string
-	cancelAsked bool
+	approval    string // id of the approval it waited for
+	itemsHash   string // what the owner approves
+	cancelAsked bool   // the agent asked to cancel it
+	decision    string // what the owner asked: decisionApprove, decisionReject or ""
 }
+
+// The owner's decisions, as the console's form sends them.
+const (
+	decisionApprove = "approve"
+	decisionReject  = "reject"
+)
 
 type crashModel struct {
 	mu       sync.Mutex
 	spends   map[string]*known    // by spend id
 	byKey    map[string]*known    // by Idempotency-Key
 	unsure   map[string]createReq // sent, never answered: retried after the restart
-	pending  map[int][]string     // agent -> pending_approval spends not yet asked to cancel
+	pending  map[int][]string     // agent -> pending_approval spends nobody acted on yet
 	declined map[string]int       // by reason, as answered
 	statuses map[string]int       // first answers by status
 	retried  map[string]int       // first answers of creates retried after a kill
+	decided  map[string]int       // owner decisions answered, by decision and the spend's status then
 	problems []string
 	reported int
 }
@@ -491,7 +513,7 @@ type crashModel struct {
 func newCrashModel() *crashModel {
 	return &crashModel{spends: map[string]*known{}, byKey: map[string]*known{}, unsure: map[string]createReq{},
 		pending: map[int][]string{}, declined: map[string]int{}, statuses: map[string]int{},
-		retried: map[string]int{}}
+		retried: map[string]int{}, decided: map[string]int{}}
 }
 
 func (m *crashModel) problem(format string, args ...any) {
@@ -515,11 +537,12 @@ func (m *crashModel) failed(t *testing.T) bool {
 	return len(m.problems) > 0
 }
 
-// allowed says whether a spend the client saw in state from may now be
-// in state to. Only the service moves spends here (nobody approves), so:
-// an unknown outcome resolves; a pending spend is cancelled only when the
-// client asked; everything else stays as it was told.
-func allowed(from, to string, cancelAsked bool) bool {
+// allowed says whether a spend k, which the client saw in state from, may
+// now be in state to. An unknown outcome resolves; a pending spend moves
+// only when the agent asked to cancel it or the owner asked to decide it
+// (an approval is decided again under the rules of the moment, so it may
+// still be declined); everything else stays as it was told.
+func allowed(from, to string, k *known) bool {
 	if from == to {
 		return true
 	}
@@ -527,9 +550,15 @@ func allowed(from, to string, cancelAsked bool) bool {
 	case "processing":
 		return to == "settled" || to == "failed"
 	case "approved":
-		return to == "processing" || to == "settled" || to == "failed" || (to == "cancelled" && cancelAsked)
+		return to == "processing" || to == "settled" || to == "failed" || (to == "cancelled" && k.cancelAsked)
 	case "pending_approval":
-		return to == "cancelled" && cancelAsked
+		switch k.decision {
+		case decisionApprove:
+			return to == "approved" || to == "processing" || to == "settled" || to == "declined"
+		case decisionReject:
+			return to == "declined"
+		}
+		return to == "cancelled" && k.cancelAsked
 	}
 	return false
 }
@@ -565,6 +594,11 @@ func (m *crashModel) observe(req *createReq, v spendView, source string) {
 			m.declined[*v.DeclineReason]++
 		}
 		if v.Status == "pending_approval" {
+			if v.Approval == nil || v.Approval.ID == "" || v.Approval.ItemsHash == "" {
+				bad("waits for the owner without an approval id and items hash")
+				return
+			}
+			k.approval, k.itemsHash = v.Approval.ID, v.Approval.ItemsHash
 			m.pending[req.agent] = append(m.pending[req.agent], v.ID)
 		}
 		k.status = "" // first sight: anything goes, recorded below
@@ -573,8 +607,8 @@ func (m *crashModel) observe(req *createReq, v spendView, source string) {
 		bad("answer about a spend the client never created")
 		return
 	}
-	if k.status != "" && !allowed(k.status, v.Status, k.cancelAsked) {
-		bad("the client was told %s, now it is %s (cancel asked: %v)", k.status, v.Status, k.cancelAsked)
+	if k.status != "" && !allowed(k.status, v.Status, k) {
+		bad("the client was told %s, now it is %s (cancel asked: %v, owner asked: %q)", k.status, v.Status, k.cancelAsked, k.decision)
 		return
 	}
 	if k.status == "settled" {
@@ -584,6 +618,12 @@ func (m *crashModel) observe(req *createReq, v spendView, source string) {
 		return
 	}
 	k.status = v.Status
+	if v.Status == "failed" && !bytes.Contains(k.req.body, []byte(`"amount":"99.00"`)) {
+		// The practice vendor refuses 99.00 and nothing else: any other
+		// failure is the service's, such as a payment sent without the
+		// nonce journaled for it.
+		bad("failed, though the practice vendor refuses only 99.00 (%s)", k.req.body)
+	}
 	if v.Status == "settled" {
 		k.settled, k.receipt = string(v.AmountSettled), v.receipt()
 		if k.receipt == "" {
@@ -592,22 +632,37 @@ func (m *crashModel) observe(req *createReq, v spendView, source string) {
 	}
 }
 
-// takePending picks a pending spend of the agent to cancel and marks it
-// asked before the request leaves: a cancel whose answer is lost may
-// still have happened.
-func (m *crashModel) takePending(agent int, rng *rand.Rand) string {
+// takePending picks a pending spend of the agent for one action, the
+// agent's cancel ("cancel") or an owner's decision, and marks it asked
+// before the request leaves: an action whose answer is lost may still have
+// happened. It returns a copy of what the client knows of the spend, and
+// false when no more than keep spends are left to act on.
+func (m *crashModel) takePending(agent int, rng *rand.Rand, action string, keep int) (known, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ids := m.pending[agent]
-	if len(ids) == 0 {
-		return ""
+	if len(ids) <= keep {
+		return known{}, false
 	}
 	i := rng.IntN(len(ids))
 	id := ids[i]
 	ids[i] = ids[len(ids)-1]
 	m.pending[agent] = ids[:len(ids)-1]
-	m.spends[id].cancelAsked = true
-	return id
+	k := m.spends[id]
+	if action == "cancel" {
+		k.cancelAsked = true
+	} else {
+		k.decision = action
+	}
+	return *k, true
+}
+
+// noteDecision counts a decision the console answered, by the spend's
+// status right after it.
+func (m *crashModel) noteDecision(decision, status string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.decided[decision+"->"+status]++
 }
 
 func (m *crashModel) markUnsure(r createReq) {
@@ -631,8 +686,8 @@ func (m *crashModel) summary() string {
 	for _, k := range m.spends {
 		now[k.status]++
 	}
-	return fmt.Sprintf("%d spends; answers to creates %s; to creates retried after a kill %s; now %s; declined %s; %d keys never answered",
-		len(m.spends), tally(m.statuses), tally(m.retried), tally(now), tally(m.declined), len(m.unsure))
+	return fmt.Sprintf("%d spends; answers to creates %s; to creates retried after a kill %s; now %s; declined %s; owner decisions %s; %d keys never answered",
+		len(m.spends), tally(m.statuses), tally(m.retried), tally(now), tally(m.declined), tally(m.decided), len(m.unsure))
 }
 
 func tally(m map[string]int) string {
@@ -713,10 +768,11 @@ func (g *guardProcess) load(ctx context.Context, t *testing.T, m *crashModel, ag
 		}
 	}
 	cancel := func(rng *rand.Rand, agent int) bool {
-		id := m.takePending(agent, rng)
-		if id == "" {
+		k, ok := m.takePending(agent, rng, "cancel", 0)
+		if !ok {
 			return false
 		}
+		id := k.id
 		sc, b, err := g.call(ctx, "POST", "/v1/spends/"+id+"/cancel", agents[agent].key, "", nil)
 		st.add(err == nil)
 		switch {
@@ -771,6 +827,11 @@ func (g *guardProcess) load(ctx context.Context, t *testing.T, m *crashModel, ag
 			}
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		g.ownerDecides(ctx, m, agents, rand.New(rand.NewPCG(seed, 2000)), stop, st)
+	}()
 	if round%2 == 1 {
 		// One unknown outcome per odd round, at a random moment: its
 		// verification is then interrupted by kills now and then.
@@ -798,7 +859,7 @@ func (g *guardProcess) load(ctx context.Context, t *testing.T, m *crashModel, ag
 
 // --- after each restart --------------------------------------------------------
 
-type verifyStats struct{ checked, retried, replayed int }
+type verifyStats struct{ checked, retried, replayed, decided int }
 
 // verify retries the unanswered creates, reads back every spend the client
 // was told about, and repeats a sample of answered creates, which must
@@ -888,6 +949,11 @@ func (g *guardProcess) verify(ctx context.Context, t *testing.T, m *crashModel, 
 		}
 		m.observe(nil, v, "replay "+k.req.key)
 	})
+
+	// The owner decides some of the spends still waiting, each on an agent
+	// the restarted service loads from disk: the payment an approval
+	// allows goes out with the nonce journaled when the spend was made.
+	vs.decided = g.decideAfterRestart(ctx, t, m, agents, rng, 3)
 	return vs
 }
 
