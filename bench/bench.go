@@ -117,31 +117,20 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		}
 		var (
 			stats [2]persistence.Stats
-			cpu   [2]time.Duration
-			all   [2]time.Duration
-			load  string
+			cpu   cpuWindow
 		)
 		mark := func(open bool) {
+			cpu.mark(open)
 			i := 1
 			if open {
-				i, load = 0, loadAverage()
+				i = 0
 			}
-			cpu[i], all[i] = processCPU(), machineCPU()
 			if proc != nil {
 				stats[i] = proc.svc.Store().Stats()
 			}
 		}
 		*p.out = runPhase(ctx, addr, cfg, run, agents, p.ph, cfg.Seed+uint64(i), mark)
-		p.out.LoadAverage = load
-		if p.out.Seconds > 0 && cpu[1] > 0 {
-			p.out.ProcessCPU = 100 * (cpu[1] - cpu[0]).Seconds() / p.out.Seconds
-			if p.out.Requests > 0 {
-				p.out.CPUPerRequest = float64((cpu[1] - cpu[0]).Microseconds()) / float64(p.out.Requests)
-			}
-		}
-		if p.out.Seconds > 0 && all[1] > 0 {
-			p.out.MachineCPU = 100 * (all[1] - all[0]).Seconds() / p.out.Seconds
-		}
+		cpu.fill(p.out)
 		if proc != nil && stats[1].Commits > 0 {
 			p.out.Journal = journalOf(stats[0], stats[1], p.out.Seconds)
 		}

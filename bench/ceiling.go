@@ -55,7 +55,10 @@ func (c *ceilingServer) measure(ctx context.Context, cfg Config, agents []agentC
 		w.req.start("GET", "/v1/balance", host, w.agent().Key)
 		return w.req.finish(nil)
 	}}
-	return runPhase(ctx, c.addr, cc, "", agents, ph, cfg.Seed, nil)
+	var cpu cpuWindow
+	p := runPhase(ctx, c.addr, cc, "", agents, ph, cfg.Seed, cpu.mark)
+	cpu.fill(&p)
+	return p
 }
 
 func (c *ceilingServer) stop() error {

@@ -50,3 +50,36 @@ func machineCPU() time.Duration {
 	// USER_HZ is 100 on every Linux this runs on.
 	return time.Duration(busy) * 10 * time.Millisecond
 }
+
+// cpuWindow reads the CPU counters as a measured window opens and closes.
+type cpuWindow struct {
+	load           string
+	process, total [2]time.Duration
+}
+
+// mark reads the counters; open says which end of the window this is.
+func (w *cpuWindow) mark(open bool) {
+	i := 1
+	if open {
+		i, w.load = 0, loadAverage()
+	}
+	w.process[i], w.total[i] = processCPU(), machineCPU()
+}
+
+// fill puts the window's CPU figures into p, whose Seconds and Requests
+// are already set.
+func (w *cpuWindow) fill(p *PhaseReport) {
+	p.LoadAverage = w.load
+	if p.Seconds <= 0 {
+		return
+	}
+	if used := w.process[1] - w.process[0]; w.process[1] > 0 {
+		p.ProcessCPU = 100 * used.Seconds() / p.Seconds
+		if p.Requests > 0 {
+			p.CPUPerRequest = float64(used.Microseconds()) / float64(p.Requests)
+		}
+	}
+	if w.total[1] > 0 {
+		p.MachineCPU = 100 * (w.total[1] - w.total[0]).Seconds() / p.Seconds
+	}
+}

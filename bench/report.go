@@ -156,7 +156,11 @@ func (r *Report) WriteText(w io.Writer) {
 	if c := r.Ceiling; c != nil && c.Balance > 0 && c.Check > 0 {
 		fmt.Fprintf(w, "Loopback ceiling (a handler that writes a fixed balance-sized answer; same load, same connections)\n")
 		for _, s := range c.Slices {
-			fmt.Fprintf(w, "  %-33s %8.0f req/s (%d in %.1f s)\n", s.Name, s.PerSecond, s.Requests, s.Seconds)
+			fmt.Fprintf(w, "  %-33s %8.0f req/s (%d in %.1f s)", s.Name, s.PerSecond, s.Requests, s.Seconds)
+			if s.CPUPerRequest > 0 {
+				fmt.Fprintf(w, ", %.0f µs of CPU per answer", s.CPUPerRequest)
+			}
+			fmt.Fprintln(w)
 		}
 		fmt.Fprintf(w, "  balance reached %.0f %% of the ceiling around it, check %.0f %%\n\n", c.BalanceShare, c.CheckShare)
 	}
