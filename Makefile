@@ -35,12 +35,23 @@ browser-deps: ## install what the console's browser tests inject (axe-core, npm 
 		npm ci --prefix $(BROWSERTEST) --no-audit --no-fund --loglevel=error || echo "npm ci failed: the browser tests will skip"; \
 	fi
 
+# A run that ends with "context deadline exceeded" and wrote no failing
+# input is the fuzzing engine missing its own deadline under CPU pressure
+# (golang/go#51484), not a finding: every finding writes its input under
+# testdata/fuzz. Anything else that fails is shown and fails the target.
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each (default 30s)
-	@set -e; $(GO) list -f '{{.ImportPath}} {{.Dir}}' ./... | while read pkg dir; do \
+	@set -e; out=$$(mktemp); trap 'rm -f $$out' EXIT; \
+	$(GO) list -f '{{.ImportPath}} {{.Dir}}' ./... | while read pkg dir; do \
 		for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/func //'); do \
 			echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
-			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg >/dev/null || { $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; exit 1; }; \
+			if ! $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg >$$out 2>&1; then \
+				if grep -q 'context deadline exceeded' $$out && ! grep -q 'Failing input written' $$out; then \
+					echo "  the engine overran its deadline and found nothing (golang/go#51484); not a failure"; \
+				else \
+					cat $$out; exit 1; \
+				fi; \
+			fi; \
 		done; \
 	done
 
