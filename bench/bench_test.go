@@ -162,3 +162,30 @@ func TestConfigValidate(t *testing.T) {
 		t.Errorf("defaults: %v", err)
 	}
 }
+
+// TestReportSaysWhoseCPU: against a target, this process is only the load
+// generator, and the report must not present its CPU as the service's.
+func TestReportSaysWhoseCPU(t *testing.T) {
+	phase := PhaseReport{Name: "balance", Seconds: 2, Requests: 100000, PerSecond: 50000, OK: 100000,
+		ProcessCPU: 100, CPUPerRequest: 20}
+	for _, c := range []struct {
+		target      string
+		want, never string
+	}{
+		{"", "CPU per answer            20 µs", "send at most"},
+		{"http://127.0.0.1:8080", "load CPU/request          20 µs", "answer at most"},
+	} {
+		rep := Report{Mode: "in-process", Target: c.target, Spends: phase, Balance: phase, Check: phase}
+		if c.target != "" {
+			rep.Mode = "target"
+		}
+		var text bytes.Buffer
+		rep.WriteText(&text)
+		if got := strings.Count(text.String(), c.want); got != 3 {
+			t.Errorf("target %q: %q appears %d times, want once per phase:\n%s", c.target, c.want, got, text.String())
+		}
+		if strings.Contains(text.String(), c.never) {
+			t.Errorf("target %q: the report says %q:\n%s", c.target, c.never, text.String())
+		}
+	}
+}

@@ -130,7 +130,7 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "  settled spends/s  %10.0f\n", s.SettledPerSecond)
 	fmt.Fprintf(w, "  answered/s        %10.0f   (%d in %.1f s)\n", s.PerSecond, s.Requests, s.Seconds)
 	writeLatency(w, s.Latency)
-	writeCPU(w, s)
+	writeCPU(w, s, r.Target != "")
 	fmt.Fprintf(w, "  by status        %s\n", counts(s.Statuses))
 	if len(s.Declines) > 0 {
 		fmt.Fprintf(w, "  declined because %s\n", counts(s.Declines))
@@ -149,7 +149,7 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "%s\n", p.title)
 		fmt.Fprintf(w, "  requests/s        %10.0f   (%d in %.1f s, %d ok)\n", p.r.PerSecond, p.r.Requests, p.r.Seconds, p.r.OK)
 		writeLatency(w, p.r.Latency)
-		writeCPU(w, p.r)
+		writeCPU(w, p.r, r.Target != "")
 		fmt.Fprintf(w, "  errors           %s\n\n", counts(p.r.Errors))
 	}
 
@@ -181,12 +181,20 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 }
 
-func writeCPU(w io.Writer, p PhaseReport) {
+// writeCPU prints the CPU figures of a phase. Against a target, this
+// process is only the load generator: its CPU per request bounds how fast
+// it can send, not how fast the service answers.
+func writeCPU(w io.Writer, p PhaseReport, remote bool) {
 	if p.ProcessCPU > 0 || p.LoadAverage != "" {
 		fmt.Fprintf(w, "  CPU               %10.0f %%  of one core by this process, %.0f %% by the whole machine (%d cores; load average %s as the window opened)\n",
 			p.ProcessCPU, p.MachineCPU, runtime.NumCPU(), p.LoadAverage)
 	}
-	if p.CPUPerRequest > 0 {
+	switch {
+	case p.CPUPerRequest <= 0:
+	case remote:
+		fmt.Fprintf(w, "  load CPU/request  %10.0f µs  (at that cost %d cores send at most %.0f/s)\n",
+			p.CPUPerRequest, runtime.NumCPU(), cpuBound(p.CPUPerRequest, runtime.NumCPU()))
+	default:
 		fmt.Fprintf(w, "  CPU per answer    %10.0f µs  (at that cost %d cores answer at most %.0f/s)\n",
 			p.CPUPerRequest, runtime.NumCPU(), cpuBound(p.CPUPerRequest, runtime.NumCPU()))
 	}
