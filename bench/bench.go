@@ -54,11 +54,12 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	if proc != nil {
 		agents, err = setupInProcess(ctx, proc, client, cfg.Agents)
 	} else {
-		agents, err = setupTarget(client, cfg.OwnerKey, cfg.Agents)
+		keys := cfg.ownerKeys()
+		agents, err = setupTarget(client, keys, cfg.Agents)
 		if err == nil && len(agents) < cfg.Agents {
 			rep.Notes = append(rep.Notes, fmt.Sprintf(
-				"the owner could create only %d of the %d agents asked for (practice quota: %d per owner)",
-				len(agents), cfg.Agents, actors.MaxActiveAgentsPractice))
+				"the %d owner(s) could create only %d of the %d agents asked for (practice quota: %d per owner; give more owner keys, separated by commas)",
+				len(keys), len(agents), cfg.Agents, actors.MaxActiveAgentsPractice))
 		}
 	}
 	if err != nil {

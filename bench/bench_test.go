@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentpay/guard/actors"
 )
 
 // TestRunInProcess runs the whole bench briefly and checks that the report
@@ -151,12 +153,22 @@ func TestConfigValidate(t *testing.T) {
 		{Config{OwnerKey: "svc_test_owner_x"}, "-owner-key needs -target"},
 		{Config{Target: "127.0.0.1:8080", OwnerKey: "svc_test_owner_x"}, "-target"},
 		{Config{Target: "http://127.0.0.1:8080", OwnerKey: "svc_live_owner_x"}, "practice owner key"},
+		{Config{Target: "http://127.0.0.1:8080", OwnerKey: "svc_test_owner_x,svc_live_owner_y"}, "key 2 of 2 is not a practice owner key"},
+		{Config{Target: "http://127.0.0.1:8080", OwnerKey: "svc_test_owner_x, svc_test_owner_x"}, "key 2 of 2 repeats"},
+		{Config{Target: "http://127.0.0.1:8080", OwnerKey: " , "}, "needs -owner-key"},
 		{Config{ProfilePhase: "nope"}, "-profile-phase"},
 	} {
 		err := tc.cfg.WithDefaults().Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: error %v, want one naming %q", tc.cfg, err, tc.want)
 		}
+	}
+	ok := Config{Target: "http://127.0.0.1:8080", OwnerKey: "svc_test_owner_x, svc_test_owner_y,"}
+	if err := ok.WithDefaults().Validate(); err != nil {
+		t.Errorf("two practice owner keys: %v", err)
+	}
+	if got := ok.ownerKeys(); !slices.Equal(got, []string{"svc_test_owner_x", "svc_test_owner_y"}) {
+		t.Errorf("owner keys %q", got)
 	}
 	if err := Defaults().WithDefaults().Validate(); err != nil {
 		t.Errorf("defaults: %v", err)
@@ -186,6 +198,53 @@ func TestReportSaysWhoseCPU(t *testing.T) {
 		}
 		if strings.Contains(text.String(), c.never) {
 			t.Errorf("target %q: the report says %q:\n%s", c.target, c.never, text.String())
+		}
+	}
+}
+
+// TestRunAgainstTargetWithSeveralOwners: against a running server, the
+// agents come from every owner key given, each owner up to its practice
+// quota, and the report says when the owners could not make them all.
+func TestRunAgainstTargetWithSeveralOwners(t *testing.T) {
+	srv, err := startInProcess(Config{IdleTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := srv.close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	owners, err := bootstrapOwners(ctx, srv.svc.System(), "target", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := owners[0].Keys[actors.EnvTest] + "," + owners[1].Keys[actors.EnvTest]
+	per := actors.MaxActiveAgentsPractice
+	for _, tc := range []struct {
+		ask, want int
+		note      bool
+	}{
+		{per + 2, per + 2, false}, // the first owner full, two from the second
+		{2 * per, per - 2, true},  // only what the second owner has left
+	} {
+		var progress bytes.Buffer
+		rep, err := Run(ctx, Config{Target: "http://" + srv.addr, OwnerKey: keys, Agents: tc.ask, Conns: 4,
+			Duration: 300 * time.Millisecond, Warmup: 100 * time.Millisecond, IdleAgents: 0, Progress: &progress})
+		if err != nil {
+			t.Fatalf("asking for %d agents: %v\n%s", tc.ask, err, progress.String())
+		}
+		if rep.Agents != tc.want {
+			t.Errorf("asked for %d agents, the run used %d, want %d", tc.ask, rep.Agents, tc.want)
+		}
+		noted := slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.Contains(n, "could create only") })
+		if noted != tc.note {
+			t.Errorf("asked for %d agents: notes %q, want a quota note: %v", tc.ask, rep.Notes, tc.note)
+		}
+		if rep.Spends.Statuses["settled"] == 0 {
+			t.Errorf("asked for %d agents: no spend settled: %+v", tc.ask, rep.Spends.Statuses)
 		}
 	}
 }

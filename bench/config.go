@@ -38,7 +38,9 @@ type Config struct {
 	// Target is the base URL (http://host:port) of a running server. Empty
 	// starts the service in-process on a temporary data directory.
 	Target string
-	// OwnerKey is a practice owner key of the Target server.
+	// OwnerKey is one practice owner key of the Target server, or several
+	// separated by commas: an owner may have only a few practice agents,
+	// so a load over many agents needs several owners.
 	OwnerKey string
 	// CPUProfile, when set, receives a pprof CPU profile of ProfilePhase
 	// (warm-up included). In-process it covers the server and the load
@@ -124,10 +126,32 @@ func (c Config) Validate() error {
 	if err != nil || u.Scheme != "http" || u.Host == "" || (u.Path != "" && u.Path != "/") {
 		return fmt.Errorf("bench: -target %q must be http://host:port", c.Target)
 	}
-	if !strings.HasPrefix(c.OwnerKey, "svc_test_owner_") {
-		return errors.New("bench: -target needs -owner-key with a practice owner key (svc_test_owner_...); the bench never pays live money")
+	keys := c.ownerKeys()
+	if len(keys) == 0 {
+		return errors.New("bench: -target needs -owner-key with a practice owner key (svc_test_owner_...), or several separated by commas")
+	}
+	seen := make(map[string]bool, len(keys))
+	for i, k := range keys {
+		if !strings.HasPrefix(k, "svc_test_owner_") {
+			return fmt.Errorf("bench: -owner-key: key %d of %d is not a practice owner key (svc_test_owner_...); the bench never pays live money", i+1, len(keys))
+		}
+		if seen[k] {
+			return fmt.Errorf("bench: -owner-key: key %d of %d repeats an earlier one; give each owner once", i+1, len(keys))
+		}
+		seen[k] = true
 	}
 	return nil
+}
+
+// ownerKeys are the owner keys of OwnerKey, in order, blanks dropped.
+func (c Config) ownerKeys() []string {
+	var out []string
+	for _, k := range strings.Split(c.OwnerKey, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // targetAddr is host:port of Target.

@@ -164,16 +164,28 @@ func setupInProcess(ctx context.Context, p *inProcess, c *fasthttp.HostClient, n
 	return out, nil
 }
 
-// setupTarget creates as many agents as the owner may still have.
-func setupTarget(c *fasthttp.HostClient, ownerKey string, n int) ([]agentCred, error) {
+// setupTarget creates up to n agents, as many as each owner may still
+// have, one owner after the other. An owner whose quota is already full
+// is skipped; it is an error only when no owner could create one.
+func setupTarget(c *fasthttp.HostClient, ownerKeys []string, n int) ([]agentCred, error) {
 	prefix := fmt.Sprintf("bench-%d", time.Now().Unix())
-	out, err := createAgents(c, ownerKey, prefix, n)
-	if err != nil {
+	var out []agentCred
+	for i, key := range ownerKeys {
+		if len(out) >= n {
+			break
+		}
+		got, err := createAgents(c, key, fmt.Sprintf("%s-%d", prefix, i), n-len(out))
 		var ae *apiCallError
 		if errors.As(err, &ae) && ae.code == string(actors.CodeQuotaExceeded) {
-			return nil, fmt.Errorf("the owner already has the most practice agents allowed (%d); archive some or use another owner", actors.MaxActiveAgentsPractice)
+			continue
 		}
-		return nil, fmt.Errorf("creating agents on %s: %w", c.Addr, err)
+		if err != nil {
+			return nil, fmt.Errorf("creating agents on %s with owner key %d of %d: %w", c.Addr, i+1, len(ownerKeys), err)
+		}
+		out = append(out, got...)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("the owner(s) already have the most practice agents allowed (%d each); archive some or use other owners", actors.MaxActiveAgentsPractice)
 	}
 	return out, nil
 }

@@ -5,7 +5,7 @@
 //	guard-bench [-agents 200] [-conns 64] [-duration 10s] [-warmup 2s]
 //	            [-idle-agents 2000] [-idle-timeout 2s] [-json] [-cpuprofile FILE] [-trace FILE]
 //	            [-profile-phase spends|balance|check] [-ceiling 3s] [-seed N]
-//	guard-bench -target http://HOST:PORT -owner-key svc_test_owner_... [flags]
+//	guard-bench -target http://HOST:PORT -owner-key svc_test_owner_...[,svc_test_owner_...] [flags]
 package main
 
 import (
@@ -47,7 +47,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	idleTimeout := fs.Duration("idle-timeout", d.IdleTimeout, "passivation delay of the in-process service")
 	ceiling := fs.Duration("ceiling", d.CeilingDuration, "measured time of each slice of the loopback ceiling (a handler that does nothing), before, between and after the reads; 0 skips")
 	target := fs.String("target", "", "base URL of a running server (http://host:port); empty starts one in-process")
-	ownerKey := fs.String("owner-key", "", "practice owner key of the -target server")
+	ownerKey := fs.String("owner-key", "", "practice owner key of the -target server, or several separated by commas (each owner may have 5 practice agents)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of one phase (see -profile-phase) to this file")
 	profilePhase := fs.String("profile-phase", "spends", "phase that -cpuprofile and -trace cover: spends, balance or check")
