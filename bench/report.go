@@ -189,15 +189,15 @@ func writeCPU(w io.Writer, p PhaseReport, remote bool) {
 		fmt.Fprintf(w, "  CPU               %10.0f %%  of one core by this process, %.0f %% by the whole machine (%d cores; load average %s as the window opened)\n",
 			p.ProcessCPU, p.MachineCPU, runtime.NumCPU(), p.LoadAverage)
 	}
-	switch {
-	case p.CPUPerRequest <= 0:
-	case remote:
-		fmt.Fprintf(w, "  load CPU/request  %10.0f µs  (at that cost %d cores send at most %.0f/s)\n",
-			p.CPUPerRequest, runtime.NumCPU(), cpuBound(p.CPUPerRequest, runtime.NumCPU()))
-	default:
-		fmt.Fprintf(w, "  CPU per answer    %10.0f µs  (at that cost %d cores answer at most %.0f/s)\n",
-			p.CPUPerRequest, runtime.NumCPU(), cpuBound(p.CPUPerRequest, runtime.NumCPU()))
+	if p.CPUPerRequest <= 0 {
+		return
 	}
+	label, verb := "CPU per answer  ", "answer"
+	if remote {
+		label, verb = "load CPU/request", "send"
+	}
+	fmt.Fprintf(w, "  %s  %10.0f µs  (at that cost %d cores %s at most %.0f/s)\n",
+		label, p.CPUPerRequest, runtime.NumCPU(), verb, cpuBound(p.CPUPerRequest, runtime.NumCPU()))
 }
 
 func writeLatency(w io.Writer, l LatencyReport) {
