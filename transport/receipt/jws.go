@@ -62,7 +62,9 @@ func sign(k Key, c policy.ReceiptClaims) (string, error) {
 	buf = b64.AppendEncode(buf, h)
 	buf = append(buf, '.')
 	buf = b64.AppendEncode(buf, p)
-	sig := ed25519.Sign(k.Private, buf)
+	// Ed25519 is deterministic: this is byte for byte the signature
+	// crypto/ed25519 gives, at half the cost (see signer.go).
+	sig := fastSign(k.Private, buf)
 	buf = append(buf, '.')
 	buf = b64.AppendEncode(buf, sig)
 	return string(buf), nil
