@@ -42,6 +42,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 			}
 		}()
 		addr = proc.addr
+		rep.GOMAXPROCS = runtime.GOMAXPROCS(0) // the service sets its own
 		rep.Notes = append(rep.Notes, "the load generator shares this process and its cores with the service it measures")
 	} else {
 		rep.Mode, rep.Target = "target", cfg.Target

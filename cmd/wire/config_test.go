@@ -84,6 +84,8 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		{"rate_limit_scale", func(c *Config) { c.RateLimitScale = math.Inf(1) }},
 		{"rate_limit_scale", func(c *Config) { c.RateLimitScale = 1e15 }},
 		{"gc_percent", func(c *Config) { c.GCPercent = 10 }},
+		{"spare_procs", func(c *Config) { c.SpareProcs = -1 }},
+		{"spare_procs", func(c *Config) { c.SpareProcs = 65 }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.field, func(t *testing.T) {

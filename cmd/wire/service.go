@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -53,6 +54,11 @@ type Options struct {
 	CommitFault func(records int) error
 }
 
+// defaultProcs is the runtime's own GOMAXPROCS, read once before any Open
+// adds spare processors to it: each Open sets default + spare_procs, never
+// spare_procs on top of an earlier Open's setting.
+var defaultProcs = sync.OnceValue(func() int { return runtime.GOMAXPROCS(0) })
+
 // Open opens the journal (replaying it), loads or creates the receipt
 // signing key, and starts the actors. Serve starts the API.
 func Open(cfg Config, opts Options) (*Service, error) {
@@ -66,6 +72,9 @@ func Open(cfg Config, opts Options) (*Service, error) {
 	}
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(cfg.GCPercent)
+	}
+	if os.Getenv("GOMAXPROCS") == "" && cfg.SpareProcs > 0 {
+		runtime.GOMAXPROCS(defaultProcs() + cfg.SpareProcs)
 	}
 	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory %s: %w", cfg.Data, err)

@@ -82,6 +82,9 @@ func Start(t testing.TB, opts ...Option) *Server {
 	cfg.Data = t.TempDir()
 	cfg.Addr = "127.0.0.1:0"
 	cfg.RateLimitScale = TestRateLimitScale
+	// Tests and benchmarks run at the processors go test gives them
+	// (-cpu): the service does not add its spare ones.
+	cfg.SpareProcs = 0
 	for _, f := range o.configs {
 		f(&cfg)
 	}
