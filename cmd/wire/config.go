@@ -64,11 +64,12 @@ type Config struct {
 	// still holds a processor, until the runtime notices and hands it on;
 	// coming back, the goroutine waits for a processor behind the request
 	// work, and every spend waits for it in turn. A spare processor keeps
-	// the cores busy meanwhile: on 2 cores, one gave 12 % more settled
-	// spends per second and a second gave nothing more. The price is in
-	// the reads' tail (p99 about 2 ms higher), as the operating system now
-	// time-slices one thread more than it has cores. 0 leaves GOMAXPROCS
-	// alone.
+	// the cores busy meanwhile: on 2 cores, one gave 10 % more settled
+	// spends per second on average over 14 alternated runs of the bench
+	// (more in 10, as many in 2, fewer in 2), and a second nothing more.
+	// The price is in the reads' tail (p99 about 3 ms higher), as the
+	// operating system now time-slices one thread more than it has cores.
+	// 0 leaves GOMAXPROCS alone.
 	SpareProcs int `json:"spare_procs"`
 	// RateLimits enforces the rate limits of spec 8.1; false turns
 	// limiting off entirely (no 429, no RateLimit-* headers).
