@@ -248,3 +248,40 @@ func TestRunAgainstTargetWithSeveralOwners(t *testing.T) {
 		}
 	}
 }
+
+// TestParseCPULine: busy is user, nice, system, irq and softirq; steal is
+// apart; idle, I/O wait and guest time are in neither; a line that is not
+// the aggregate cpu line, or is cut short of softirq, reads as nothing.
+func TestParseCPULine(t *testing.T) {
+	for _, c := range []struct {
+		line        string
+		ok          bool
+		busy, steal time.Duration
+	}{
+		{"cpu  4612550 7099 783159 3619650 101263 0 212739 132334 0 0", true,
+			(4612550 + 7099 + 783159 + 212739) * 10 * time.Millisecond, 132334 * 10 * time.Millisecond},
+		{"cpu  100 0 50 900 40 3 7 25 60 5", true, 160 * 10 * time.Millisecond, 25 * 10 * time.Millisecond},
+		{"cpu  100 0 50 900 40 3 7", true, 160 * 10 * time.Millisecond, 0}, // no steal field yet
+		{"cpu  100 0 50 900", false, 0, 0},
+		{"cpu0 100 0 50 900 40 3 7 25 0 0", false, 0, 0},
+		{"cpu  100 x 50 900 40 3 7 25 0 0", false, 0, 0},
+	} {
+		got, ok := parseCPULine(c.line)
+		if ok != c.ok || got.busy != c.busy || got.steal != c.steal {
+			t.Errorf("parseCPULine(%q) = %+v, %v; want busy %v steal %v, %v", c.line, got, ok, c.busy, c.steal, c.ok)
+		}
+	}
+}
+
+// TestReportShowsSteal: the CPU line names the hypervisor's share next to
+// the machine's own.
+func TestReportShowsSteal(t *testing.T) {
+	phase := PhaseReport{Name: "spends", Seconds: 2, Requests: 10000, PerSecond: 5000, OK: 10000,
+		ProcessCPU: 150, MachineCPU: 152, StealCPU: 41, CPUPerRequest: 300, LoadAverage: "1.50"}
+	var text bytes.Buffer
+	rep := Report{Mode: "in-process", Spends: phase, Balance: phase, Check: phase}
+	rep.WriteText(&text)
+	if want := "152 % by the whole machine, 41 % taken by the hypervisor"; strings.Count(text.String(), want) != 3 {
+		t.Errorf("the report does not say %q once per phase:\n%s", want, text.String())
+	}
+}

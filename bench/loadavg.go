@@ -24,37 +24,59 @@ func loadAverage() string {
 	return f[0]
 }
 
-// machineCPU is the CPU time all cores spent busy (everything but idle and
-// I/O wait) since boot, or 0 where there is no /proc/stat.
-func machineCPU() time.Duration {
+// machineTimes is the CPU time of all cores since boot, split into what
+// the machine's own processes and kernel used and what the hypervisor took
+// (steal: a virtual core was ready to run but the host ran something
+// else). A slow stretch of a shared virtual machine shows as steal.
+type machineTimes struct {
+	busy, steal time.Duration
+}
+
+// machineCPU reads /proc/stat; zero where there is none.
+func machineCPU() machineTimes {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return 0
+		return machineTimes{}
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
+	t, _ := parseCPULine(line)
+	return t
+}
+
+// parseCPULine reads the aggregate "cpu" line of /proc/stat: user, nice,
+// system, idle, iowait, irq, softirq, steal, guest, guest_nice, in clock
+// ticks. Busy is user, nice, system, irq and softirq; idle and I/O wait are
+// not work, and guest time is already counted in user. Kernels before
+// 2.6.11 print no steal field: it reads as 0.
+func parseCPULine(line string) (machineTimes, bool) {
 	f := strings.Fields(line)
-	if len(f) < 6 || f[0] != "cpu" {
-		return 0
+	if len(f) < 8 || f[0] != "cpu" {
+		return machineTimes{}, false
 	}
-	var busy int64
-	for i, s := range f[1:] {
-		if i == 3 || i == 4 { // idle, iowait
-			continue
+	var v [8]int64
+	for i := range v {
+		if i+1 >= len(f) {
+			break
 		}
-		v, err := strconv.ParseInt(s, 10, 64)
+		n, err := strconv.ParseInt(f[i+1], 10, 64)
 		if err != nil {
-			return 0
+			return machineTimes{}, false
 		}
-		busy += v
+		v[i] = n
 	}
 	// USER_HZ is 100 on every Linux this runs on.
-	return time.Duration(busy) * 10 * time.Millisecond
+	tick := 10 * time.Millisecond
+	return machineTimes{
+		busy:  time.Duration(v[0]+v[1]+v[2]+v[5]+v[6]) * tick,
+		steal: time.Duration(v[7]) * tick,
+	}, true
 }
 
 // cpuWindow reads the CPU counters as a measured window opens and closes.
 type cpuWindow struct {
-	load           string
-	process, total [2]time.Duration
+	load    string
+	process [2]time.Duration
+	total   [2]machineTimes
 }
 
 // mark reads the counters; open says which end of the window this is.
@@ -79,7 +101,8 @@ func (w *cpuWindow) fill(p *PhaseReport) {
 			p.CPUPerRequest = float64(used.Microseconds()) / float64(p.Requests)
 		}
 	}
-	if w.total[1] > 0 {
-		p.MachineCPU = 100 * (w.total[1] - w.total[0]).Seconds() / p.Seconds
+	if w.total[1].busy > 0 {
+		p.MachineCPU = 100 * (w.total[1].busy - w.total[0].busy).Seconds() / p.Seconds
+		p.StealCPU = 100 * (w.total[1].steal - w.total[0].steal).Seconds() / p.Seconds
 	}
 }

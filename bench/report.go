@@ -61,6 +61,11 @@ type PhaseReport struct {
 	// window, in percent of one core (Linux only; 0 elsewhere). Well above
 	// ProcessCPU means other work competed for the cores.
 	MachineCPU float64 `json:"machine_cpu_percent"`
+	// StealCPU is the time the hypervisor kept this virtual machine's
+	// cores from running while they had work, in percent of one core
+	// (Linux only). Cores lost to steal are cores the service did not
+	// have: on a shared host it is what a slow stretch looks like.
+	StealCPU float64 `json:"steal_cpu_percent"`
 	// CPUPerRequest is this process's CPU time per answered request, in
 	// microseconds (in-process: service and load generator together).
 	// NumCPU seconds divided by it bound the requests per second this
@@ -186,8 +191,8 @@ func (r *Report) WriteText(w io.Writer) {
 // it can send, not how fast the service answers.
 func writeCPU(w io.Writer, p PhaseReport, remote bool) {
 	if p.ProcessCPU > 0 || p.LoadAverage != "" {
-		fmt.Fprintf(w, "  CPU               %10.0f %%  of one core by this process, %.0f %% by the whole machine (%d cores; load average %s as the window opened)\n",
-			p.ProcessCPU, p.MachineCPU, runtime.NumCPU(), p.LoadAverage)
+		fmt.Fprintf(w, "  CPU               %10.0f %%  of one core by this process, %.0f %% by the whole machine, %.0f %% taken by the hypervisor (%d cores; load average %s as the window opened)\n",
+			p.ProcessCPU, p.MachineCPU, p.StealCPU, runtime.NumCPU(), p.LoadAverage)
 	}
 	if p.CPUPerRequest <= 0 {
 		return
