@@ -27,7 +27,8 @@ func loadAverage() string {
 // machineTimes is the CPU time of all cores since boot, split into what
 // the machine's own processes and kernel used and what the hypervisor took
 // (steal: a virtual core was ready to run but the host ran something
-// else). A slow stretch of a shared virtual machine shows as steal.
+// else): the part of a shared machine's slow stretch that is the host
+// taking the cores outright.
 type machineTimes struct {
 	busy, steal time.Duration
 }

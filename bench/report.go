@@ -64,7 +64,7 @@ type PhaseReport struct {
 	// StealCPU is the time the hypervisor kept this virtual machine's
 	// cores from running while they had work, in percent of one core
 	// (Linux only). Cores lost to steal are cores the service did not
-	// have: on a shared host it is what a slow stretch looks like.
+	// have: on a shared host it is one cause of a slow stretch.
 	StealCPU float64 `json:"steal_cpu_percent"`
 	// CPUPerRequest is this process's CPU time per answered request, in
 	// microseconds (in-process: service and load generator together).
