@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentpay/guard/internal/cputime"
 )
 
 // Other work on the machine skews every number of a run, so the report
@@ -86,7 +88,7 @@ func (w *cpuWindow) mark(open bool) {
 	if open {
 		i, w.load = 0, loadAverage()
 	}
-	w.process[i], w.total[i] = processCPU(), machineCPU()
+	w.process[i], w.total[i] = cputime.Process(), machineCPU()
 }
 
 // fill puts the window's CPU figures into p, whose Seconds and Requests

@@ -7,9 +7,10 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentpay/guard/internal/cputime"
 )
 
 // spendWorkload builds journal records shaped like the service's spend path:
@@ -94,15 +95,6 @@ func (w *spendWorkload) spend(rng *rand.Rand) (create, settle Record) {
 	return create, settle
 }
 
-// cpuTime is the user and system CPU time of the whole process so far.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // BenchmarkSpendRecords runs the service's spend pattern: 64 concurrent
 // appenders (like concurrent HTTP requests), each appending a spend's two
 // records and waiting for each ticket, over 256 agents of 16 owners, with
@@ -119,7 +111,7 @@ func BenchmarkSpendRecords(b *testing.B) {
 	var seeds atomic.Uint64
 	b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
 	b.ReportAllocs()
-	cpu0 := cpuTime(b)
+	cpu0 := cputime.Process()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		rng := rand.New(rand.NewPCG(seeds.Add(1), 9))

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/agentpay/guard/internal/cputime"
 )
 
 // benchPayload is random filler; records slice it at varying offsets so the
@@ -53,7 +55,7 @@ func BenchmarkAppendParallel(b *testing.B) {
 	}
 	var ids atomic.Uint64
 	b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
-	cpu0 := cpuTime(b)
+	cpu0 := cputime.Process()
 	b.SetBytes(int64(len(EncodeRecord(benchRecord(rand.New(rand.NewPCG(1, 1)), 0)))))
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -81,7 +83,7 @@ func closeAndReport(b *testing.B, s *Store, cpu0 time.Duration, records int) {
 		b.Fatal(err)
 	}
 	b.StopTimer()
-	b.ReportMetric(float64((cpuTime(b)-cpu0).Nanoseconds())/float64(records), "cpu-ns/record")
+	b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(records), "cpu-ns/record")
 	b.ReportMetric(float64(records)/b.Elapsed().Seconds(), "records/s")
 	if st.Commits > 0 {
 		b.ReportMetric(float64(st.Records)/float64(st.Commits), "records/commit")

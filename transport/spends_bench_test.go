@@ -6,13 +6,12 @@ import (
 	"runtime"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/agentpay/guard/cmd/wire"
+	"github.com/agentpay/guard/internal/cputime"
 	"github.com/agentpay/guard/internal/guardtest"
 )
 
@@ -45,7 +44,7 @@ func BenchmarkSpends(b *testing.B) {
 	settled := []byte(`"status":"settled"`)
 	b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
 	b.ReportAllocs()
-	cpu0 := processCPU(b)
+	cpu0 := cputime.Process()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		id := worker.Add(1)
@@ -79,15 +78,6 @@ func BenchmarkSpends(b *testing.B) {
 		}
 	})
 	b.StopTimer()
-	cpu := processCPU(b) - cpu0
+	cpu := cputime.Process() - cpu0
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/spend")
-}
-
-// processCPU is the user and system CPU time of the whole process so far.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

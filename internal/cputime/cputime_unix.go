@@ -1,14 +1,15 @@
 //go:build unix
 
-package bench
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU is the CPU time this process has used, user and system.
-func processCPU() time.Duration {
+// Process is the CPU time this process has used, user and system, or 0
+// when the kernel does not say.
+func Process() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
