@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
+	"slices"
 	"time"
 
 	"github.com/agentpay/guard/actors"
@@ -69,11 +70,27 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	rep.Agents = len(agents)
 	progress("%d agents ready on %s", len(agents), addr)
 
+	run := runID()
+	// Each phase keeps its seed whichever others run.
+	type step struct {
+		ph   phase
+		out  *PhaseReport
+		seed uint64
+	}
+	phases := slices.DeleteFunc([]step{{spendsPhase(), &rep.Spends, cfg.Seed}, {balancePhase(), &rep.Balance, cfg.Seed + 1},
+		{checkPhase(), &rep.Check, cfg.Seed + 2}}, func(p step) bool { return !cfg.runs(p.ph.name) })
+	var reads []string // the read phases that run, bracketed by the ceiling
+	for _, p := range phases {
+		if p.ph.name != "spends" {
+			reads = append(reads, p.ph.name)
+		}
+	}
+
 	var (
 		ceiling *ceilingServer
-		slices  []PhaseReport
+		cslices []PhaseReport
 	)
-	if cfg.CeilingDuration > 0 {
+	if cfg.CeilingDuration > 0 && len(reads) > 0 {
 		if ceiling, err = startCeiling(); err != nil {
 			return rep, err
 		}
@@ -83,26 +100,25 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 			}
 		}()
 	}
-	// slice measures the ceiling once, as the read phases open and close.
+	// slice measures the ceiling once, before, between and after the
+	// read phases.
 	slice := func(when string) {
 		if ceiling == nil || ctx.Err() != nil {
 			return
 		}
 		progress("ceiling %s: a handler that does nothing, %s measured on %d connections", when, cfg.CeilingDuration, cfg.Conns)
-		slices = append(slices, ceiling.measure(ctx, cfg, agents, "ceiling "+when))
+		cslices = append(cslices, ceiling.measure(ctx, cfg, agents, "ceiling "+when))
 	}
 
-	run := runID()
-	phases := []struct {
-		ph  phase
-		out *PhaseReport
-	}{{spendsPhase(), &rep.Spends}, {balancePhase(), &rep.Balance}, {checkPhase(), &rep.Check}}
-	for i, p := range phases {
-		switch p.ph.name {
-		case "balance":
-			slice("before balance")
-		case "check":
-			slice("between balance and check")
+	done := 0 // read phases run so far
+	for _, p := range phases {
+		if p.ph.name != "spends" {
+			if done == 0 {
+				slice("before " + p.ph.name)
+			} else {
+				slice("between " + reads[done-1] + " and " + p.ph.name)
+			}
+			done++
 		}
 		progress("%s: %s warm-up, then %s measured on %d connections", p.ph.name, cfg.Warmup, cfg.Duration, cfg.Conns)
 		profiling := p.ph.name == cfg.ProfilePhase && cfg.CPUProfile != nil
@@ -131,7 +147,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 				stats[i] = proc.svc.Store().Stats()
 			}
 		}
-		*p.out = runPhase(ctx, addr, cfg, run, agents, p.ph, cfg.Seed+uint64(i), mark)
+		*p.out = runPhase(ctx, addr, cfg, run, agents, p.ph, p.seed, mark)
 		cpu.fill(p.out)
 		if proc != nil && stats[1].Commits > 0 {
 			p.out.Journal = journalOf(stats[0], stats[1], p.out.Seconds)
@@ -146,9 +162,17 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 			return rep, err
 		}
 	}
-	slice("after check")
+	if len(reads) > 0 {
+		slice("after " + reads[len(reads)-1])
+	}
 	if ceiling != nil {
-		rep.Ceiling = newCeilingReport(slices, rep.Balance, rep.Check)
+		var ran []PhaseReport
+		for _, p := range phases {
+			if p.ph.name != "spends" {
+				ran = append(ran, *p.out)
+			}
+		}
+		rep.Ceiling = newCeilingReport(cslices, ran...)
 	}
 	if len(rep.Spends.Declines) > 0 && proc == nil {
 		rep.Notes = append(rep.Notes, "declined spends are the running server's limits (pool, caps) at work; they skew the numbers")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -72,6 +73,17 @@ func TestRunInProcess(t *testing.T) {
 					p.Name, p.CPUPerRequest, want, p.ProcessCPU, p.Seconds, p.Requests)
 			}
 		}
+		if len(p.Timeline) != timelineSlices {
+			t.Errorf("%s: timeline of %d slices, want %d", p.Name, len(p.Timeline), timelineSlices)
+		}
+		// Every answer of the window is in exactly one tenth.
+		sum := 0.0
+		for _, v := range p.Timeline {
+			sum += v * p.Seconds / timelineSlices
+		}
+		if math.Abs(sum-float64(p.Requests)) > 0.5 {
+			t.Errorf("%s: the tenths hold %.1f answers, the window %d", p.Name, sum, p.Requests)
+		}
 		l := p.Latency
 		if !(0 < l.P50 && l.P50 <= l.P90 && l.P90 <= l.P99 && l.P99 <= l.P999 && l.P999 <= l.Max) {
 			t.Errorf("%s: latency percentiles out of order: %+v", p.Name, l)
@@ -92,7 +104,7 @@ func TestRunInProcess(t *testing.T) {
 	rep.WriteText(&text)
 	wants := []string{"settled spends/s", "GET /v1/balance", "POST /v1/spends/check", "per agent",
 		"Loopback ceiling", "ceiling before balance", "ceiling between balance and check", "ceiling after check",
-		"balance reached"}
+		"balance reached", "check reached", "by tenth, /s"}
 	if rep.Spends.ProcessCPU > 0 {
 		wants = append(wants, "CPU per answer")
 	}
@@ -105,6 +117,79 @@ func TestRunInProcess(t *testing.T) {
 		t.Errorf("report does not encode: %v", err)
 	}
 	t.Logf("\n%s", text.String())
+}
+
+// TestRunOnlyTheChosenPhases runs the check phase alone: nothing else is
+// loaded, reported or encoded, and the ceiling brackets that one phase.
+func TestRunOnlyTheChosenPhases(t *testing.T) {
+	cfg := Config{Agents: 5, Conns: 4, Duration: 500 * time.Millisecond, Warmup: 100 * time.Millisecond,
+		IdleTimeout: time.Minute, CeilingDuration: 300 * time.Millisecond, Seed: 3, Phases: []string{"check"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Spends.Name != "" || rep.Spends.Requests != 0 || rep.Balance.Name != "" || rep.Balance.Requests != 0 {
+		t.Errorf("phases that were not asked for ran: spends %+v, balance %+v", rep.Spends, rep.Balance)
+	}
+	if rep.Check.Name != "check" || rep.Check.Requests == 0 || rep.Check.OK != rep.Check.Requests {
+		t.Errorf("check phase: %+v", rep.Check)
+	}
+	c := rep.Ceiling
+	if c == nil || len(c.Slices) != 2 || c.Slices[0].Name != "ceiling before check" || c.Slices[1].Name != "ceiling after check" {
+		t.Fatalf("want the ceiling before and after check, got %+v", c)
+	}
+	if want := 100 * rep.Check.PerSecond / ((c.Slices[0].PerSecond + c.Slices[1].PerSecond) / 2); c.CheckShare != want || want <= 0 {
+		t.Errorf("check share %.1f %%, want %.1f %%", c.CheckShare, want)
+	}
+	if c.Balance != 0 || c.BalanceShare != 0 {
+		t.Errorf("a balance ceiling without a balance phase: %+v", c)
+	}
+
+	var text bytes.Buffer
+	rep.WriteText(&text)
+	for _, never := range []string{"POST /v1/spends\n", "GET /v1/balance", "balance reached"} {
+		if strings.Contains(text.String(), never) {
+			t.Errorf("text report shows %q:\n%s", never, text.String())
+		}
+	}
+	for _, want := range []string{"POST /v1/spends/check", "check reached", "ceiling before check"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text report lacks %q:\n%s", want, text.String())
+		}
+	}
+	js, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(js, &top); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"spends", "balance"} {
+		if _, ok := top[key]; ok {
+			t.Errorf("JSON report has %q for a phase that did not run", key)
+		}
+	}
+	if _, ok := top["check"]; !ok {
+		t.Errorf("JSON report lacks the check phase: %s", js)
+	}
+}
+
+// TestTenthOf puts each moment of the window in its tenth.
+func TestTenthOf(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	end := start.Add(10 * time.Second)
+	for _, c := range []struct {
+		at   time.Duration
+		want int
+	}{{0, 0}, {999 * time.Millisecond, 0}, {time.Second, 1}, {4500 * time.Millisecond, 4},
+		{9999 * time.Millisecond, 9}, {10 * time.Second, 9}} {
+		if got := tenthOf(start.Add(c.at), start, end); got != c.want {
+			t.Errorf("%v into the window: tenth %d, want %d", c.at, got, c.want)
+		}
+	}
 }
 
 // TestHistogramQuantiles compares the histogram with exact order
@@ -157,6 +242,10 @@ func TestConfigValidate(t *testing.T) {
 		{Config{Target: "http://127.0.0.1:8080", OwnerKey: "svc_test_owner_x, svc_test_owner_x"}, "key 2 of 2 repeats"},
 		{Config{Target: "http://127.0.0.1:8080", OwnerKey: " , "}, "needs -owner-key"},
 		{Config{ProfilePhase: "nope"}, "-profile-phase"},
+		{Config{Phases: []string{"spends", "reads"}}, `-phases: "reads" is not a phase`},
+		{Config{Phases: []string{"check", "check"}}, `"check" is given twice`},
+		{Config{Phases: []string{"check"}, CPUProfile: io.Discard}, `-profile-phase "spends" is not among -phases check`},
+		{Config{Phases: []string{"balance"}, ProfilePhase: "check", Trace: io.Discard}, "profile a phase that runs"},
 	} {
 		err := tc.cfg.WithDefaults().Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -169,6 +258,12 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if got := ok.ownerKeys(); !slices.Equal(got, []string{"svc_test_owner_x", "svc_test_owner_y"}) {
 		t.Errorf("owner keys %q", got)
+	}
+	if got := ParsePhases(" spends, ,check "); !slices.Equal(got, []string{"spends", "check"}) {
+		t.Errorf("ParsePhases = %q", got)
+	}
+	if err := (Config{Phases: []string{"check"}, ProfilePhase: "check", CPUProfile: io.Discard}).WithDefaults().Validate(); err != nil {
+		t.Errorf("profiling the one phase that runs: %v", err)
 	}
 	if err := Defaults().WithDefaults().Validate(); err != nil {
 		t.Errorf("defaults: %v", err)

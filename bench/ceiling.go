@@ -71,33 +71,42 @@ func (c *ceilingServer) stop() error {
 	return nil
 }
 
-// CeilingReport is the loopback ceiling, measured in three slices that
-// bracket the read phases: before balance, between balance and check, and
-// after check. Each read phase is compared with the mean of the two slices
-// around it, so a machine whose speed drifts within the run still gives a
-// fair share.
+// CeilingReport is the loopback ceiling, measured in slices that bracket
+// the read phases that ran: before the first, between the two, and after
+// the last (three slices for balance and check, two for one of them). Each
+// read phase is compared with the mean of the two slices around it, so a
+// machine whose speed drifts within the run still gives a fair share.
 type CeilingReport struct {
 	Slices []PhaseReport `json:"slices"`
 	// Balance and Check are the ceilings around each phase (req/s), and
-	// the shares the phases reached of them (percent).
+	// the shares the phases reached of them (percent); zero for a phase
+	// that did not run.
 	Balance      float64 `json:"balance_per_second"`
 	Check        float64 `json:"check_per_second"`
 	BalanceShare float64 `json:"balance_percent"`
 	CheckShare   float64 `json:"check_percent"`
 }
 
-// newCeilingReport compares the read phases with the slices around them.
-func newCeilingReport(slices []PhaseReport, balance, check PhaseReport) *CeilingReport {
+// newCeilingReport compares the read phases, in the order they ran, with
+// the slices around them: slices[k] and slices[k+1] bracket reads[k]. A run
+// cancelled before its last slice compares nothing.
+func newCeilingReport(slices []PhaseReport, reads ...PhaseReport) *CeilingReport {
 	r := &CeilingReport{Slices: slices}
-	if len(slices) == 3 {
-		r.Balance = (slices[0].PerSecond + slices[1].PerSecond) / 2
-		r.Check = (slices[1].PerSecond + slices[2].PerSecond) / 2
+	if len(slices) != len(reads)+1 {
+		return r
 	}
-	if r.Balance > 0 {
-		r.BalanceShare = 100 * balance.PerSecond / r.Balance
-	}
-	if r.Check > 0 {
-		r.CheckShare = 100 * check.PerSecond / r.Check
+	for k, p := range reads {
+		ceiling := (slices[k].PerSecond + slices[k+1].PerSecond) / 2
+		share := 0.0
+		if ceiling > 0 {
+			share = 100 * p.PerSecond / ceiling
+		}
+		switch p.Name {
+		case "balance":
+			r.Balance, r.BalanceShare = ceiling, share
+		case "check":
+			r.Check, r.CheckShare = ceiling, share
+		}
 	}
 	return r
 }

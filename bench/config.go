@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -52,6 +53,11 @@ type Config struct {
 	// ProfilePhase names the phase CPUProfile and Trace cover: "spends"
 	// (the default), "balance" or "check".
 	ProfilePhase string
+	// Phases names the phases to run, from "spends", "balance" and
+	// "check"; empty runs all three. They always run in that order, so a
+	// long run of one phase (say, spends for ten minutes, to see whether
+	// the rate holds as the files grow) needs no patience for the others.
+	Phases []string
 	// Seed makes amounts and the spread over agents repeatable.
 	Seed uint64
 	// Progress receives one line per step; nil discards them.
@@ -111,10 +117,19 @@ func (c Config) Validate() error {
 	case c.IdleTimeout <= 0:
 		return errors.New("bench: -idle-timeout must be positive")
 	}
-	switch c.ProfilePhase {
-	case "spends", "balance", "check":
-	default:
+	if !slices.Contains(phaseNames, c.ProfilePhase) {
 		return fmt.Errorf("bench: -profile-phase %q must be spends, balance or check", c.ProfilePhase)
+	}
+	for i, name := range c.Phases {
+		if !slices.Contains(phaseNames, name) {
+			return fmt.Errorf("bench: -phases: %q is not a phase; give spends, balance or check, separated by commas", name)
+		}
+		if slices.Contains(c.Phases[:i], name) {
+			return fmt.Errorf("bench: -phases: %q is given twice; give each phase once", name)
+		}
+	}
+	if (c.CPUProfile != nil || c.Trace != nil) && !c.runs(c.ProfilePhase) {
+		return fmt.Errorf("bench: -profile-phase %q is not among -phases %s; profile a phase that runs", c.ProfilePhase, strings.Join(c.Phases, ","))
 	}
 	if c.Target == "" {
 		if c.OwnerKey != "" {
@@ -143,12 +158,28 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// phaseNames are the phases in the order a run takes them.
+var phaseNames = []string{"spends", "balance", "check"}
+
+// runs reports whether the phase is to run.
+func (c Config) runs(name string) bool {
+	return len(c.Phases) == 0 || slices.Contains(c.Phases, name)
+}
+
+// ParsePhases splits the -phases flag, a comma-separated list of phase
+// names; Validate checks the names.
+func ParsePhases(list string) []string { return splitList(list) }
+
 // ownerKeys are the owner keys of OwnerKey, in order, blanks dropped.
-func (c Config) ownerKeys() []string {
+func (c Config) ownerKeys() []string { return splitList(c.OwnerKey) }
+
+// splitList splits a comma-separated flag value, spaces trimmed and blanks
+// dropped.
+func splitList(s string) []string {
 	var out []string
-	for _, k := range strings.Split(c.OwnerKey, ",") {
-		if k = strings.TrimSpace(k); k != "" {
-			out = append(out, k)
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
 		}
 	}
 	return out

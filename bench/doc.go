@@ -20,16 +20,17 @@
 //     api.vendor.com and have limits the load never reaches, so every spend
 //     takes the full path: rules, hold, journal, simulated vendor, receipt,
 //     journal again.
-//  2. Runs three phases, one after the other, each Warmup unmeasured then
-//     Duration measured, from Conns connections with one request in flight
-//     on each (fasthttp HostClient, keep-alive, loopback):
+//  2. Runs three phases (or those named in Config.Phases), one after the
+//     other, each Warmup unmeasured then Duration measured, from Conns
+//     connections with one request in flight on each (fasthttp
+//     HostClient, keep-alive, loopback):
 //     POST /v1/spends with a unique Idempotency-Key, an amount from 0.01 to
 //     0.99 and a resource no earlier spend bought, spread uniformly over the
 //     agents; GET /v1/balance; POST /v1/spends/check.
 //     Unless CeilingDuration is zero, the same load also drives a local
 //     server whose handler only writes a fixed balance-sized answer, for
-//     CeilingDuration before the balance phase, between the reads and
-//     after the check phase: the loopback ceiling. Each read phase is
+//     CeilingDuration before the first read phase, between the reads and
+//     after the last: the loopback ceiling. Each read phase is
 //     reported as a share of the mean of the two slices around it, so a
 //     shared machine whose speed drifts within the run still compares
 //     like with like (CeilingReport).
@@ -50,7 +51,9 @@
 // the client, from just before the request is written to when its answer
 // has been read, and kept in a log-linear histogram whose buckets are under
 // 1% wide (the layout of an HDR histogram): the reported percentiles are
-// upper bounds of their bucket, the maximum is exact.
+// upper bounds of their bucket, the maximum is exact. Each phase also gives
+// its rate in each tenth of the window (PhaseReport.Timeline), so that a
+// service that slows as it runs is not averaged into a steady figure.
 //
 // In-process, the report also shows what the journal did during the spends
 // window (group commits per second, records per commit) and the CPU the

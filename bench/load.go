@@ -37,6 +37,18 @@ type worker struct {
 	statuses map[string]int64
 	declines map[string]int64
 	errs     map[string]int64
+	// tenths counts the answers of each tenth of the measured window.
+	tenths [timelineSlices]int64
+}
+
+// timelineSlices is how many equal slices of the measured window
+// PhaseReport.Timeline has.
+const timelineSlices = 10
+
+// tenthOf is the slice of the window [start, end] that holds at; the end
+// itself belongs to the last.
+func tenthOf(at, start, end time.Time) int {
+	return min(max(int(timelineSlices*at.Sub(start)/end.Sub(start)), 0), timelineSlices-1)
 }
 
 func newWorker(id int, run string, seed uint64, agents []agentCred) *worker {
@@ -153,6 +165,9 @@ func runPhase(ctx context.Context, addr string, cfg Config, run string, agents [
 		for k, v := range w.errs {
 			total.errs[k] += v
 		}
+		for i, n := range w.tenths {
+			total.tenths[i] += n
+		}
 	}
 	secs := cfg.Duration.Seconds()
 	if now := time.Now(); now.Before(end) { // cancelled early
@@ -162,6 +177,13 @@ func runPhase(ctx context.Context, addr string, cfg Config, run string, agents [
 		Errors: total.errs, Latency: latencyOf(total.hist)}
 	if secs > 0 {
 		r.PerSecond = float64(total.answered) / secs
+	}
+	if secs == cfg.Duration.Seconds() { // a cancelled run's last tenths would only look slow
+		slice := secs / timelineSlices
+		r.Timeline = make([]float64, timelineSlices)
+		for i, n := range total.tenths {
+			r.Timeline[i] = float64(n) / slice
+		}
 	}
 	if ph.spends {
 		r.Statuses, r.Declines = total.statuses, total.declines
@@ -197,6 +219,7 @@ func (w *worker) loop(ctx context.Context, addr string, ph phase, start, end tim
 		}
 		w.answered++
 		w.hist.Record(t1.Sub(t0))
+		w.tenths[tenthOf(t1, start, end)]++
 		if sc < 200 || sc > 299 {
 			w.errs[strconv.Itoa(sc)+" "+jsonField(body, "code")]++
 			continue

@@ -11,17 +11,18 @@ import (
 
 // Report is the outcome of a run; its JSON form is the -json output.
 type Report struct {
-	Mode       string      `json:"mode"` // "in-process" or "target"
-	Target     string      `json:"target"`
-	GoVersion  string      `json:"go_version"`
-	GOMAXPROCS int         `json:"gomaxprocs"`
-	Agents     int         `json:"agents"`
-	Conns      int         `json:"conns"`
-	Duration   Duration    `json:"duration"`
-	Warmup     Duration    `json:"warmup"`
-	Spends     PhaseReport `json:"spends"`
-	Balance    PhaseReport `json:"balance"`
-	Check      PhaseReport `json:"check"`
+	Mode       string   `json:"mode"` // "in-process" or "target"
+	Target     string   `json:"target"`
+	GoVersion  string   `json:"go_version"`
+	GOMAXPROCS int      `json:"gomaxprocs"`
+	Agents     int      `json:"agents"`
+	Conns      int      `json:"conns"`
+	Duration   Duration `json:"duration"`
+	Warmup     Duration `json:"warmup"`
+	// A phase left out of Config.Phases is zero and left out of the JSON.
+	Spends  PhaseReport `json:"spends,omitzero"`
+	Balance PhaseReport `json:"balance,omitzero"`
+	Check   PhaseReport `json:"check,omitzero"`
 	// Ceiling is the loopback ceiling: the read phases' load against a
 	// handler that does nothing, around each read phase (nil when skipped).
 	Ceiling *CeilingReport `json:"ceiling,omitempty"`
@@ -53,6 +54,12 @@ type PhaseReport struct {
 	// failed requests by "transport: kind".
 	Errors  map[string]int64 `json:"errors,omitempty"`
 	Latency LatencyReport    `json:"latency"`
+	// Timeline is the answers per second in each tenth of the measured
+	// window, by when they were answered (absent when the run was cut
+	// short). A rate that falls from the first tenths to the last says
+	// the service slows as it runs (its files grow, its memory fills):
+	// a short run would hide it.
+	Timeline []float64 `json:"per_second_by_tenth,omitempty"`
 	// ProcessCPU is the CPU this process used in the window, in percent
 	// of one core (in-process: the service and the load generator; against
 	// a target: the load generator alone). 0 when not measured.
@@ -130,35 +137,41 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, ", %s, GOMAXPROCS %d, %d agents, %d connections, %s measured per phase after %s warm-up\n\n",
 		r.GoVersion, r.GOMAXPROCS, r.Agents, r.Conns, time.Duration(r.Duration), time.Duration(r.Warmup))
 
-	s := r.Spends
-	fmt.Fprintf(w, "POST /v1/spends\n")
-	fmt.Fprintf(w, "  settled spends/s  %10.0f\n", s.SettledPerSecond)
-	fmt.Fprintf(w, "  answered/s        %10.0f   (%d in %.1f s)\n", s.PerSecond, s.Requests, s.Seconds)
-	writeLatency(w, s.Latency)
-	writeCPU(w, s, r.Target != "")
-	fmt.Fprintf(w, "  by status        %s\n", counts(s.Statuses))
-	if len(s.Declines) > 0 {
-		fmt.Fprintf(w, "  declined because %s\n", counts(s.Declines))
+	if s := r.Spends; s.Name != "" {
+		fmt.Fprintf(w, "POST /v1/spends\n")
+		fmt.Fprintf(w, "  settled spends/s  %10.0f\n", s.SettledPerSecond)
+		fmt.Fprintf(w, "  answered/s        %10.0f   (%d in %.1f s)\n", s.PerSecond, s.Requests, s.Seconds)
+		writeTimeline(w, s.Timeline)
+		writeLatency(w, s.Latency)
+		writeCPU(w, s, r.Target != "")
+		fmt.Fprintf(w, "  by status        %s\n", counts(s.Statuses))
+		if len(s.Declines) > 0 {
+			fmt.Fprintf(w, "  declined because %s\n", counts(s.Declines))
+		}
+		fmt.Fprintf(w, "  errors           %s\n", counts(s.Errors))
+		if j := s.Journal; j != nil {
+			fmt.Fprintf(w, "  journal           %d group commits (%.0f/s, %.1f records each, largest %d), %d checkpoint steps, %d failures\n",
+				j.Commits, j.CommitsPerSecond, j.RecordsPerCommit, j.MaxBatch, j.Checkpoints, j.Failures)
+		}
+		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "  errors           %s\n", counts(s.Errors))
-	if j := s.Journal; j != nil {
-		fmt.Fprintf(w, "  journal           %d group commits (%.0f/s, %.1f records each, largest %d), %d checkpoint steps, %d failures\n",
-			j.Commits, j.CommitsPerSecond, j.RecordsPerCommit, j.MaxBatch, j.Checkpoints, j.Failures)
-	}
-	fmt.Fprintln(w)
 
 	for _, p := range []struct {
 		title string
 		r     PhaseReport
 	}{{"GET /v1/balance", r.Balance}, {"POST /v1/spends/check", r.Check}} {
+		if p.r.Name == "" {
+			continue
+		}
 		fmt.Fprintf(w, "%s\n", p.title)
 		fmt.Fprintf(w, "  requests/s        %10.0f   (%d in %.1f s, %d ok)\n", p.r.PerSecond, p.r.Requests, p.r.Seconds, p.r.OK)
+		writeTimeline(w, p.r.Timeline)
 		writeLatency(w, p.r.Latency)
 		writeCPU(w, p.r, r.Target != "")
 		fmt.Fprintf(w, "  errors           %s\n\n", counts(p.r.Errors))
 	}
 
-	if c := r.Ceiling; c != nil && c.Balance > 0 && c.Check > 0 {
+	if c := r.Ceiling; c != nil && (c.Balance > 0 || c.Check > 0) {
 		fmt.Fprintf(w, "Loopback ceiling (a handler that writes a fixed balance-sized answer; same load, same connections)\n")
 		for _, s := range c.Slices {
 			fmt.Fprintf(w, "  %-33s %8.0f req/s (%d in %.1f s)", s.Name, s.PerSecond, s.Requests, s.Seconds)
@@ -167,7 +180,14 @@ func (r *Report) WriteText(w io.Writer) {
 			}
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "  balance reached %.0f %% of the ceiling around it, check %.0f %%\n\n", c.BalanceShare, c.CheckShare)
+		var shares []string
+		if c.Balance > 0 {
+			shares = append(shares, fmt.Sprintf("balance reached %.0f %% of the ceiling around it", c.BalanceShare))
+		}
+		if c.Check > 0 {
+			shares = append(shares, fmt.Sprintf("check reached %.0f %% of the ceiling around it", c.CheckShare))
+		}
+		fmt.Fprintf(w, "  %s\n\n", strings.Join(shares, ", "))
 	}
 
 	if m := r.Memory; m != nil {
@@ -203,6 +223,19 @@ func writeCPU(w io.Writer, p PhaseReport, remote bool) {
 	}
 	fmt.Fprintf(w, "  %s  %10.0f µs  (at that cost %d cores %s at most %.0f/s)\n",
 		label, p.CPUPerRequest, runtime.NumCPU(), verb, cpuBound(p.CPUPerRequest, runtime.NumCPU()))
+}
+
+// writeTimeline prints the rate of each tenth of the window, to show
+// whether it held.
+func writeTimeline(w io.Writer, t []float64) {
+	if len(t) == 0 {
+		return
+	}
+	var b strings.Builder
+	for _, v := range t {
+		fmt.Fprintf(&b, " %.0f", v)
+	}
+	fmt.Fprintf(w, "  by tenth, /s     %s\n", b.String())
 }
 
 func writeLatency(w io.Writer, l LatencyReport) {

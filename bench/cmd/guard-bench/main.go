@@ -5,6 +5,7 @@
 //	guard-bench [-agents 200] [-conns 64] [-duration 10s] [-warmup 2s]
 //	            [-idle-agents 2000] [-idle-timeout 2s] [-json] [-cpuprofile FILE] [-trace FILE]
 //	            [-profile-phase spends|balance|check] [-ceiling 3s] [-seed N]
+//	            [-phases spends,balance,check]
 //	guard-bench -target http://HOST:PORT -owner-key svc_test_owner_...[,svc_test_owner_...] [flags]
 package main
 
@@ -53,6 +54,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	profilePhase := fs.String("profile-phase", "spends", "phase that -cpuprofile and -trace cover: spends, balance or check")
 	traceFile := fs.String("trace", "", "write a runtime execution trace of one phase to this file")
 	seed := fs.Uint64("seed", d.Seed, "seed of the amounts and the spread over agents")
+	phases := fs.String("phases", "spends,balance,check", "phases to run, separated by commas; they run in the order spends, balance, check")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -61,7 +63,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	cfg := bench.Config{Agents: *agents, Conns: *conns, Duration: *duration, Warmup: *warmup,
 		IdleAgents: *idleAgents, IdleTimeout: *idleTimeout, CeilingDuration: *ceiling, Target: *target, OwnerKey: *ownerKey,
-		Seed: *seed, Progress: stderr, ProfilePhase: *profilePhase}
+		Seed: *seed, Progress: stderr, ProfilePhase: *profilePhase, Phases: bench.ParsePhases(*phases)}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
