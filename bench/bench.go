@@ -79,12 +79,8 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	}
 	phases := slices.DeleteFunc([]step{{spendsPhase(), &rep.Spends, cfg.Seed}, {balancePhase(), &rep.Balance, cfg.Seed + 1},
 		{checkPhase(), &rep.Check, cfg.Seed + 2}}, func(p step) bool { return !cfg.runs(p.ph.name) })
-	var reads []string // the read phases that run, bracketed by the ceiling
-	for _, p := range phases {
-		if p.ph.name != "spends" {
-			reads = append(reads, p.ph.name)
-		}
-	}
+	// The read phases that run, bracketed by the ceiling.
+	reads := slices.DeleteFunc(slices.Clone(phases), func(p step) bool { return p.ph.name == "spends" })
 
 	var (
 		ceiling *ceilingServer
@@ -116,7 +112,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 			if done == 0 {
 				slice("before " + p.ph.name)
 			} else {
-				slice("between " + reads[done-1] + " and " + p.ph.name)
+				slice("between " + reads[done-1].ph.name + " and " + p.ph.name)
 			}
 			done++
 		}
@@ -163,14 +159,12 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		}
 	}
 	if len(reads) > 0 {
-		slice("after " + reads[len(reads)-1])
+		slice("after " + reads[len(reads)-1].ph.name)
 	}
 	if ceiling != nil {
 		var ran []PhaseReport
-		for _, p := range phases {
-			if p.ph.name != "spends" {
-				ran = append(ran, *p.out)
-			}
+		for _, p := range reads {
+			ran = append(ran, *p.out)
 		}
 		rep.Ceiling = newCeilingReport(cslices, ran...)
 	}

@@ -169,16 +169,16 @@ func runPhase(ctx context.Context, addr string, cfg Config, run string, agents [
 			total.tenths[i] += n
 		}
 	}
-	secs := cfg.Duration.Seconds()
+	secs, cut := cfg.Duration.Seconds(), false
 	if now := time.Now(); now.Before(end) { // cancelled early
-		secs = max(now.Sub(start).Seconds(), 0)
+		secs, cut = max(now.Sub(start).Seconds(), 0), true
 	}
 	r := PhaseReport{Name: ph.name, Seconds: secs, Requests: total.answered, OK: total.ok,
 		Errors: total.errs, Latency: latencyOf(total.hist)}
 	if secs > 0 {
 		r.PerSecond = float64(total.answered) / secs
 	}
-	if secs == cfg.Duration.Seconds() { // a cancelled run's last tenths would only look slow
+	if !cut { // a cancelled run's last tenths would only look slow
 		slice := secs / timelineSlices
 		r.Timeline = make([]float64, timelineSlices)
 		for i, n := range total.tenths {
