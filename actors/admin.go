@@ -287,6 +287,8 @@ func (a *agentActor) publish(m *publishPolicy) {
 		// to applyDuePolicy: arm its timer here.
 		a.sys.sendAfter(eff.Sub(now), a.id, &reloadAgent{reply: make(chan error, 1)})
 	}
+	a.lastTicket = t
+	a.publishView()
 	m.reply <- publishReply{policy: pol, ticket: t}
 }
 

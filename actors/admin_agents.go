@@ -202,6 +202,7 @@ func (a *agentActor) changeAgent(m *agentAction) {
 	a.agent = ag
 	a.policy.Paused = ag.Status == AgentPaused
 	a.lastTicket = t
+	a.publishView()
 	m.reply <- agentActionReply{agent: ag, ticket: t, revoked: revoked}
 }
 

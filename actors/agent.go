@@ -136,15 +136,13 @@ func (a *agentActor) Receive(ctx actor.Context) {
 		if a.failLoad(msg.reply) {
 			return
 		}
-		a.create(msg)
-		a.publishView()
+		a.create(msg) // publishes its change before it answers
 	case *cancelSpend:
 		a.received++
 		if a.failLoad(msg.reply) {
 			return
 		}
-		a.cancel(msg)
-		a.publishView()
+		a.cancel(msg) // publishes its change before it answers
 	case *viewRequest:
 		a.received++
 		if !a.loaded {
@@ -164,8 +162,7 @@ func (a *agentActor) Receive(ctx actor.Context) {
 		// A result this incarnation did not ask for (an older incarnation's
 		// worker finishing late) is dropped: this one dispatched its own.
 		if a.loaded && a.dispatched[msg.spendID] {
-			a.applyRail(ctx, msg)
-			a.publishView()
+			a.applyRail(ctx, msg) // publishes its change before it answers
 		}
 	case *expireSpend:
 		a.received++

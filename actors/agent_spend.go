@@ -316,6 +316,7 @@ func (a *agentActor) create(m *createSpend) {
 	a.recentKeys[in.IdempotencyKey] = &recentKey{spendID: id, fp: fp, ticket: t, inflight: sp.Status == policy.StatusApproved}
 	a.appended(t, sp, body)
 	a.remember(sp, now)
+	a.publishView()
 	switch sp.Status {
 	case policy.StatusApproved:
 		a.waiting[id] = m.reply
@@ -429,6 +430,7 @@ func (a *agentActor) applyRail(ctx actor.Context, m *railResult) {
 	} else {
 		a.verifyLater(sp)
 	}
+	a.publishView()
 	a.answerWaiting(sp, body, t)
 }
 
@@ -534,6 +536,7 @@ func (a *agentActor) cancel(m *cancelSpend) {
 	delete(a.active, sp.ID)
 	a.sys.timers.cancel(sp.ID)
 	a.appended(t, sp, body)
+	a.publishView()
 	m.reply <- SpendResult{Body: body, Ticket: t, Status: sp.Status}
 }
 

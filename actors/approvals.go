@@ -140,6 +140,7 @@ func (a *agentActor) decide(m *decideApproval) {
 	} else {
 		delete(a.active, sp.ID)
 	}
+	a.publishView()
 	m.reply <- SpendResult{Body: body, Ticket: t, Status: sp.Status}
 }
 

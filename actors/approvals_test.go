@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -153,6 +154,62 @@ func TestRejectDeclinesAndReleases(t *testing.T) {
 	}
 	if _, err := f.decide(sp, actors.DecisionApprove); !conflict(err) {
 		t.Fatalf("a second decision must be refused, got %v", err)
+	}
+}
+
+// A caller that reads right after its answer sees its own change: the
+// agent publishes the snapshot that balance and check read before it
+// answers, for the spend it created, the owner's decision and the
+// settlement alike.
+func TestReadsAfterAnAnswerSeeItsChange(t *testing.T) {
+	f := newApprovalFixture(t)
+	ctx := context.Background()
+	// A slow publication makes an answer sent before it visible to the
+	// read; one sent after it is right however long it takes.
+	t.Cleanup(actors.SlowViewPublication(2 * time.Millisecond))
+	for round := range 20 {
+		sp := f.pending(t)
+		b, err := f.h.sys.Balance(ctx, f.agent)
+		if err != nil || b.Held != "2.00" || b.PendingCount != 1 {
+			t.Fatalf("round %d: right after a pending spend, held %s and pending %d (%v), want 2.00 and 1", round, b.Held, b.PendingCount, err)
+		}
+		// The owner rejects it, or the agent cancels it.
+		ended := "a rejection"
+		if round%2 == 0 {
+			_, err = f.decide(sp, actors.DecisionReject)
+		} else {
+			ended = "a cancellation"
+			_, err = f.h.sys.CancelSpend(ctx, f.agent, sp.ID)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err = f.h.sys.Balance(ctx, f.agent)
+		if err != nil || b.Held != "0.00" || b.PendingCount != 0 {
+			t.Fatalf("round %d: right after %s, held %s and pending %d (%v), want 0.00 and 0", round, ended, b.Held, b.PendingCount, err)
+		}
+
+		// A payment to a trusted vendor is answered once it settled.
+		before := policy.MustAmount(b.Components.DailyRemaining)
+		r, err := f.h.sys.CreateSpend(ctx, f.agent, actors.SpendInput{Amount: policy.MustAmount("0.50"), Currency: "usdc",
+			Destination: "api.vendor.com", Resource: policy.Resource{Host: "api.vendor.com", Path: "/r", Method: "GET"},
+			URL: "https://api.vendor.com/r", IdempotencyKey: fmt.Sprintf("settle-%d", round)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var paid policy.Spend
+		if err := json.Unmarshal(r.Body, &paid); err != nil || paid.Status != policy.StatusSettled || paid.AmountSettled == nil {
+			t.Fatalf("round %d: want a settled spend, got %s (%v)", round, r.Body, err)
+		}
+		b, err = f.h.sys.Balance(ctx, f.agent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := policy.MustAmount(b.Components.DailyRemaining)
+		if got := before.Sub(after); got.Cmp(*paid.AmountSettled) != 0 || b.Held != "0.00" {
+			t.Fatalf("round %d: right after settling %s, the daily remaining fell by %s and %s is held, want %s and 0.00",
+				round, paid.AmountSettled.Display(), got.Display(), b.Held, paid.AmountSettled.Display())
+		}
 	}
 }
 

@@ -1,6 +1,9 @@
 package actors
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // CommitPracticeResetOnly commits a practice reset and stops before its
 // sweep, as a crash right after the commit would.
@@ -13,4 +16,11 @@ func (s *System) CommitPracticeResetOnly(ctx context.Context, p Principal) error
 	defer e.resetMu.Unlock()
 	_, _, err = s.fenceAndCommitReset(ctx, e, p.OwnerID)
 	return err
+}
+
+// SlowViewPublication delays every publication of an agent's snapshot by d
+// until the returned func is called.
+func SlowViewPublication(d time.Duration) (restore func()) {
+	publishDelay.Store(int64(d))
+	return func() { publishDelay.Store(0) }
 }

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	"github.com/agentpay/guard/persistence"
 	"github.com/agentpay/guard/policy"
@@ -40,10 +41,15 @@ type balanceMemo struct {
 }
 
 // publishView replaces the agent's snapshot. Called by the actor after each
-// change it makes.
+// change it makes, and before it answers the request that made the change:
+// a caller that reads its balance or checks a payment right after its
+// answer must see its own change.
 func (a *agentActor) publishView() {
 	if !a.loaded {
 		return
+	}
+	if d := publishDelay.Load(); d > 0 {
+		time.Sleep(time.Duration(d))
 	}
 	pol := a.policy
 	// Without the destination window: it can hold every spend of a day,
@@ -53,6 +59,11 @@ func (a *agentActor) publishView() {
 	l := a.ledger.ReadCopy()
 	a.entry.view.Store(&agentView{ticket: a.lastTicket, policy: &pol, ledger: l, paused: a.agent.Status == AgentPaused, env: a.env})
 }
+
+// publishDelay slows every publication, in tests only: it widens the
+// moment between a change and its snapshot, which a reply sent in between
+// would let a caller see.
+var publishDelay atomic.Int64
 
 // view is the agent's published snapshot, or nil when it is not activated.
 func (s *System) view(agentID string) *agentView {
