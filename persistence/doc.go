@@ -43,7 +43,12 @@
 // m..n, where m = applied_lsn+1), in bucket and key order, and applied_lsn =
 // n. Afterwards the generation is dropped from the overlay whole (a key
 // rewritten by a later record lives on in a newer generation), and the
-// segment files whose records are all at or below n are deleted.
+// segment files whose records are all at or below n are retired: renamed
+// at once (name+".folded", which Open removes and never reads), then
+// shortened 1 MiB at a time by a goroutine of their own and removed. A
+// 64 MiB file unlinked in one go would stall the journal's next fdatasync
+// for tens of milliseconds where freed blocks are discarded; Close finishes
+// the removals without pauses.
 // Checkpoints run every Options.CheckpointInterval, as soon as more than
 // Options.CheckpointRecords records await folding, on Checkpoint, and on
 // Close; a generation is sealed as soon as it holds a bounded number of
