@@ -423,6 +423,11 @@ func (w *wal) deleteThrough(applied uint64) {
 	w.retireMu.Lock()
 	w.retired = append(w.retired, retired...)
 	w.retireMu.Unlock()
+	w.wakeRemover()
+}
+
+// wakeRemover has the remover look at its queue (and at stopping) again.
+func (w *wal) wakeRemover() {
 	select {
 	case w.retireWake <- struct{}{}:
 	default:
@@ -528,10 +533,7 @@ func (w *wal) check(applied func() uint64) error {
 func (w *wal) close() error {
 	if w.retireDone != nil {
 		w.stopping.Store(true)
-		select {
-		case w.retireWake <- struct{}{}:
-		default:
-		}
+		w.wakeRemover()
 		<-w.retireDone
 	}
 	if w.f == nil {
