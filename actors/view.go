@@ -10,19 +10,19 @@ import (
 )
 
 // agentView is an immutable copy of what reads need from an agent: its
-// policy in effect, its counters and holds, whether it is paused. The actor
-// publishes a fresh one after every change, so balance and check requests
-// are answered without a round trip through the mailbox. A read may be a
-// moment out of date, which spec 4.6 allows ("the result may be out of date
-// a second later"); it can never be inconsistent, because it is one
-// snapshot taken inside the actor.
+// policy in effect, its counters and the sums of its holds, whether it is
+// paused. The actor publishes a fresh one after every change, so balance
+// and check requests are answered without a round trip through the
+// mailbox. A read may be a moment out of date, which spec 4.6 allows ("the
+// result may be out of date a second later"); it can never be
+// inconsistent, because it is one snapshot taken inside the actor.
 type agentView struct {
 	// ticket is the journal record of the newest change in this snapshot:
 	// a reader waits for it, so nobody outside hears of a change before it
 	// is durable (it is nearly always done already).
 	ticket *persistence.Ticket
 	policy *policy.Policy
-	ledger policy.Ledger // Holds is shared read-only; readers copy the struct
+	ledger policy.Ledger // a ReadCopy; readers copy the struct before rolling it
 	paused bool
 	env    *envLedger
 	// balance memoizes the last balance computed from this snapshot.

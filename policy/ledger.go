@@ -32,9 +32,16 @@ type Ledger struct {
 
 	// sent is the sum of Window per destination, so the window rule costs
 	// one lookup per decision however many spends the last day holds. A
-	// copy of a Ledger shares it: only ReadCopy makes a copy that may be
-	// used on its own.
+	// copy of a Ledger shares it: only Clone makes a copy that may be
+	// changed on its own.
 	sent map[string]Amount
+
+	// held and pending sum up Holds (the amount, and how many wait for the
+	// owner), kept in step by the methods that change Holds. Every rule
+	// check needs both: a field read instead of a walk over the holds, and
+	// a read copy can leave the holds out.
+	held    Amount
+	pending int
 }
 
 // HoldEntry is one active spend's reservation.
@@ -149,6 +156,10 @@ func (l *Ledger) setSent(dest string, v Amount) {
 // tried on a ledger that must not keep them.
 func (l *Ledger) Clone() Ledger {
 	c := l.ReadCopy()
+	c.Holds = make(map[string]HoldEntry, len(l.Holds))
+	for k, v := range l.Holds {
+		c.Holds[k] = v
+	}
 	c.Window = append([]WindowEntry(nil), l.Window...)
 	if l.sent != nil {
 		c.sent = make(map[string]Amount, len(l.sent))
@@ -159,38 +170,50 @@ func (l *Ledger) Clone() Ledger {
 	return c
 }
 
-// ReadCopy is a copy for a reader of a published snapshot: holds and asked
-// destinations of its own, without the destination window, which stays
-// with the ledger's owner (the one rule that reads it is answered there).
+// ReadCopy is a copy for a reader of a published snapshot: the counters,
+// the sums of the holds and the asked destinations, which is all that
+// rules and balances read. It leaves out the holds one by one and the
+// destination window, which stay with the ledger's owner (the one rule
+// that reads the window is answered there): publishing a snapshot then
+// costs the same however many spends the agent has open. A read copy
+// takes no hold changes; Clone makes a copy that does.
 func (l *Ledger) ReadCopy() Ledger {
 	c := *l
-	c.Holds = make(map[string]HoldEntry, len(l.Holds))
-	for k, v := range l.Holds {
-		c.Holds[k] = v
-	}
+	c.Holds = nil
 	c.Asked = append([]string(nil), l.Asked...)
 	c.Window, c.sent = nil, nil
 	return c
 }
 
 // Held is the sum of active holds.
-func (l *Ledger) Held() Amount {
-	var sum Amount
-	for _, h := range l.Holds {
-		sum = sum.Add(h.Amount)
-	}
-	return sum
-}
+func (l *Ledger) Held() Amount { return l.held }
 
 // PendingCount is the number of spends waiting for the owner.
-func (l *Ledger) PendingCount() int {
-	n := 0
-	for _, h := range l.Holds {
-		if h.Status == StatusPendingApproval {
-			n++
-		}
+func (l *Ledger) PendingCount() int { return l.pending }
+
+// addHold and dropHold change Holds and the sums over it together.
+func (l *Ledger) addHold(id string, h HoldEntry) {
+	l.dropHold(id) // a hold noted twice counts once
+	if l.Holds == nil {
+		l.Holds = make(map[string]HoldEntry)
 	}
-	return n
+	l.Holds[id] = h
+	l.held = l.held.Add(h.Amount)
+	if h.Status == StatusPendingApproval {
+		l.pending++
+	}
+}
+
+func (l *Ledger) dropHold(id string) {
+	h, ok := l.Holds[id]
+	if !ok {
+		return
+	}
+	delete(l.Holds, id)
+	l.held = l.held.Sub(h.Amount)
+	if h.Status == StatusPendingApproval {
+		l.pending--
+	}
 }
 
 // Usage is what counts against each cap at one instant: what settled in
@@ -233,10 +256,7 @@ func (l *Ledger) asked(dest string) bool {
 // Reserve records a hold for a new active spend.
 func (l *Ledger) Reserve(s *Spend, now time.Time) {
 	l.roll(now)
-	if l.Holds == nil {
-		l.Holds = make(map[string]HoldEntry)
-	}
-	l.Holds[s.ID] = HoldEntry{Amount: s.Amount, Status: s.Status, Dest: s.Destination, Created: s.CreatedAt}
+	l.addHold(s.ID, HoldEntry{Amount: s.Amount, Status: s.Status, Dest: s.Destination, Created: s.CreatedAt})
 	l.insertWindow(WindowEntry{SpendID: s.ID, At: s.CreatedAt, Dest: s.Destination, Amount: s.Amount})
 }
 
@@ -271,13 +291,13 @@ func (l *Ledger) windowIndex(id string) int {
 func (l *Ledger) Restatus(id string, st Status) {
 	if h, ok := l.Holds[id]; ok {
 		h.Status = st
-		l.Holds[id] = h
+		l.addHold(id, h)
 	}
 }
 
 // Release drops a hold without paying: the allowance returns at once.
 func (l *Ledger) Release(id string, now time.Time) {
-	delete(l.Holds, id)
+	l.dropHold(id)
 	if i := l.windowIndex(id); i >= 0 {
 		l.subSent(l.Window[i].Dest, l.Window[i].Amount)
 		l.Window = append(l.Window[:i], l.Window[i+1:]...)
@@ -288,7 +308,7 @@ func (l *Ledger) Release(id string, now time.Time) {
 // Settle converts a hold into a settled amount; a price below the hold
 // releases the difference at once.
 func (l *Ledger) Settle(id string, price Amount, now time.Time) {
-	delete(l.Holds, id)
+	l.dropHold(id)
 	if i := l.windowIndex(id); i >= 0 {
 		l.subSent(l.Window[i].Dest, l.Window[i].Amount)
 		l.addSent(l.Window[i].Dest, price)

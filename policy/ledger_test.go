@@ -495,7 +495,8 @@ func TestCalendarOfMatchesFormat(t *testing.T) {
 }
 
 // A clone rolls, releases and reserves on its own: the ledger it came from
-// keeps its window, sums and holds. ReadCopy carries no window at all.
+// keeps its window, sums and holds. ReadCopy carries neither the window nor
+// the holds one by one, only their sums.
 func TestLedgerCloneIsIndependent(t *testing.T) {
 	var l Ledger
 	now := fixNow
@@ -518,13 +519,67 @@ func TestLedgerCloneIsIndependent(t *testing.T) {
 	// And rolled forward itself, the original counts as the clone did.
 	wantAmount(t, "original a.com later", l.destinationSent("a.com", later), "1.00")
 
+	wantAmount(t, "clone held", c.Held(), "5.00")
+	wantAmount(t, "original held", l.Held(), "1.00")
+
 	r := l.ReadCopy()
-	if r.Window != nil || r.sent != nil || len(r.Holds) != 1 {
+	if r.Window != nil || r.sent != nil || r.Holds != nil {
 		t.Fatalf("ReadCopy: window %v sums %v holds %v", r.Window, r.sent, r.Holds)
 	}
-	delete(r.Holds, "held")
-	if len(l.Holds) != 1 {
-		t.Fatal("ReadCopy shares the holds")
+	wantAmount(t, "read copy held", r.Held(), "1.00")
+}
+
+// The sums of the holds follow every change of Holds: reserve, restatus,
+// release, settle, a hold noted twice, and a release of a spend that holds
+// nothing. After each step they equal a walk over the holds.
+func TestLedgerHoldSumsFollowHolds(t *testing.T) {
+	var l Ledger
+	now := fixNow
+	check := func(step string) {
+		t.Helper()
+		var sum Amount
+		n := 0
+		for _, h := range l.Holds {
+			sum = sum.Add(h.Amount)
+			if h.Status == StatusPendingApproval {
+				n++
+			}
+		}
+		if !l.Held().Equal(sum) || l.PendingCount() != n {
+			t.Fatalf("%s: held %s pending %d, the holds say %s and %d", step, l.Held(), l.PendingCount(), sum, n)
+		}
+		r := l.ReadCopy()
+		if !r.Held().Equal(sum) || r.PendingCount() != n {
+			t.Fatalf("%s: the read copy says held %s pending %d, want %s and %d", step, r.Held(), r.PendingCount(), sum, n)
+		}
+	}
+	spend := func(id, amount string, st Status) *Spend {
+		return &Spend{ID: id, CreatedAt: now, Destination: "a.com", Amount: amt(amount), Status: st}
+	}
+	l.Reserve(spend("p1", "2.50", StatusPendingApproval), now)
+	l.Reserve(spend("p2", "1.25", StatusPendingApproval), now)
+	l.Reserve(spend("a1", "4.00", StatusApproved), now)
+	check("reserved three")
+	if l.PendingCount() != 2 {
+		t.Fatalf("pending %d, want 2", l.PendingCount())
+	}
+	wantAmount(t, "held", l.Held(), "7.75")
+	l.Restatus("p1", StatusApproved)
+	check("p1 approved")
+	l.Restatus("missing", StatusApproved)
+	check("restatus of a spend without a hold")
+	l.addHold("p2", HoldEntry{Amount: amt("1.25"), Status: StatusPendingApproval, Dest: "a.com", Created: now})
+	check("p2 noted twice")
+	l.Release("p2", now)
+	check("p2 released")
+	l.Release("p2", now)
+	check("p2 released again")
+	l.Settle("a1", amt("3.00"), now)
+	check("a1 settled")
+	l.Settle("p1", amt("2.50"), now)
+	check("p1 settled")
+	if !l.Held().IsZero() || l.PendingCount() != 0 {
+		t.Fatalf("nothing open, yet held %s pending %d", l.Held(), l.PendingCount())
 	}
 }
 
