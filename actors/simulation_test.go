@@ -26,8 +26,7 @@ var simSeed = flag.Uint64("sim.seed", 0, "replay the simulation with this seed")
 type signer struct{ kr *receipt.Keyring }
 
 func (s signer) Sign(c policy.ReceiptClaims) (string, string, error) {
-	jws, err := s.kr.Sign(c)
-	return jws, s.kr.Current().ID, err
+	return s.kr.SignWithKeyID(c)
 }
 
 type harness struct {

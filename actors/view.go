@@ -51,13 +51,29 @@ func (a *agentActor) publishView() {
 	if d := publishDelay.Load(); d > 0 {
 		time.Sleep(time.Duration(d))
 	}
-	pol := a.policy
+	// The rules change far less often than the counters: a snapshot
+	// shares the previous one's copy of them while they are the same.
+	pol := &a.policy
+	if prev := a.entry.view.Load(); prev != nil && samePolicy(prev.policy, pol) {
+		pol = prev.policy
+	} else {
+		c := a.policy
+		pol = &c
+	}
 	// Without the destination window: it can hold every spend of a day,
 	// and copying it would make each change cost as much as the day's
 	// spends. A check that needs it is answered by the actor
 	// (System.checkInActor).
 	l := a.ledger.ReadCopy()
-	a.entry.view.Store(&agentView{ticket: a.lastTicket, policy: &pol, ledger: l, paused: a.agent.Status == AgentPaused, env: a.env})
+	a.entry.view.Store(&agentView{ticket: a.lastTicket, policy: pol, ledger: l, paused: a.agent.Status == AgentPaused, env: a.env})
+}
+
+// samePolicy reports whether two copies hold the same rules: a new version
+// of the rules always has a new version number and hash, and the pause
+// flag is the one field an agent's policy changes in place.
+func samePolicy(a, b *policy.Policy) bool {
+	return a.ID == b.ID && a.Version == b.Version && a.Hash == b.Hash && a.Paused == b.Paused &&
+		a.EffectiveAt.Equal(b.EffectiveAt)
 }
 
 // publishDelay slows every publication, in tests only: it widens the

@@ -56,8 +56,7 @@ func (r *recorder) seen(t *testing.T) []string {
 type keySigner struct{ kr *receipt.Keyring }
 
 func (s keySigner) Sign(c policy.ReceiptClaims) (string, string, error) {
-	jws, err := s.kr.Sign(c)
-	return jws, s.kr.Current().ID, err
+	return s.kr.SignWithKeyID(c)
 }
 
 // openSystem starts a System on the journal at path.

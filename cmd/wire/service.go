@@ -206,9 +206,7 @@ func (s *Service) Shutdown(ctx context.Context) error {
 type keyringSigner struct{ kr *receipt.Keyring }
 
 func (k keyringSigner) Sign(c policy.ReceiptClaims) (string, string, error) {
-	kid := k.kr.Current().ID
-	jws, err := k.kr.Sign(c)
-	return jws, kid, err
+	return k.kr.SignWithKeyID(c)
 }
 
 const signingKeysBucket = "signing_keys"

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unsafe"
 
 	"github.com/agentpay/guard/internal/fastjson"
 	"github.com/agentpay/guard/policy"
@@ -47,19 +48,27 @@ type header struct {
 	Typ string `json:"typ"`
 }
 
-// sign builds the compact serialization header.payload.signature.
-func sign(k Key, c policy.ReceiptClaims) (string, error) {
+// encodedHeader is the first part of every token k signs: the same for
+// all of them, so a keyring encodes it once per key.
+func encodedHeader(k Key) string {
 	h, err := json.Marshal(header{Alg: Algorithm, Kid: k.ID, Typ: Type})
 	if err != nil {
-		return "", fmt.Errorf("receipt: marshal header: %w", err)
+		// Only strings are marshalled; this cannot happen.
+		panic(fmt.Sprintf("receipt: marshal header: %v", err))
 	}
+	return b64.EncodeToString(h)
+}
+
+// sign builds the compact serialization header.payload.signature, with
+// h the encodedHeader of k.
+func sign(k Key, h string, c policy.ReceiptClaims) (string, error) {
 	p, err := fastjson.Marshal(c)
 	if err != nil {
 		return "", fmt.Errorf("receipt: marshal claims: %w", err)
 	}
 	// One buffer for the whole token: the signing input is its prefix.
-	buf := make([]byte, 0, b64.EncodedLen(len(h))+b64.EncodedLen(len(p))+b64.EncodedLen(ed25519.SignatureSize)+2)
-	buf = b64.AppendEncode(buf, h)
+	buf := make([]byte, 0, len(h)+b64.EncodedLen(len(p))+b64.EncodedLen(ed25519.SignatureSize)+2)
+	buf = append(buf, h...)
 	buf = append(buf, '.')
 	buf = b64.AppendEncode(buf, p)
 	// Ed25519 is deterministic: this is byte for byte the signature
@@ -67,7 +76,9 @@ func sign(k Key, c policy.ReceiptClaims) (string, error) {
 	sig := fastSign(k.Private, buf)
 	buf = append(buf, '.')
 	buf = b64.AppendEncode(buf, sig)
-	return string(buf), nil
+	// The token is a receipt's largest part; nothing writes to buf again,
+	// so it becomes the string without a copy.
+	return unsafe.String(unsafe.SliceData(buf), len(buf)), nil
 }
 
 // Verify checks a receipt against a JWKS (as served by Keyring.JWKS) and
@@ -202,6 +213,8 @@ func findKey(jwksJSON []byte, kid string) (ed25519.PublicKey, error) {
 // "sha256:" + hex(SHA-256(token)). The next receipt of the same owner puts it
 // in ReceiptClaims.PrevHash.
 func ChainHash(token string) string {
-	sum := sha256.Sum256([]byte(token))
+	// Hashed in place: a token is over a kilobyte, and this runs for every
+	// receipt issued.
+	sum := sha256.Sum256(unsafe.Slice(unsafe.StringData(token), len(token)))
 	return ChainHashPrefix + hex.EncodeToString(sum[:])
 }

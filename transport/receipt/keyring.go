@@ -22,8 +22,9 @@ var ErrNoKey = errors.New("receipt: keyring has no current key")
 // concurrent use.
 type Keyring struct {
 	mu      sync.RWMutex
-	keys    []Key // sorted: current first, then newest to oldest
-	current int   // index of the non-retired key in keys; -1 when empty
+	keys    []Key  // sorted: current first, then newest to oldest
+	current int    // index of the non-retired key in keys; -1 when empty
+	header  string // encodedHeader of the current key
 }
 
 // NewKeyring builds a keyring from stored keys. Exactly one key must be
@@ -69,9 +70,10 @@ func (kr *Keyring) sortLocked() {
 		}
 		return a.ID < b.ID
 	})
-	kr.current = -1
+	kr.current, kr.header = -1, ""
 	if len(kr.keys) > 0 && !kr.keys[0].Retired() {
 		kr.current = 0
+		kr.header = encodedHeader(kr.keys[0])
 	}
 }
 
@@ -100,12 +102,22 @@ func (kr *Keyring) Keys() []Key {
 // Sign issues a receipt: a compact JWS of the claims signed by the current
 // key.
 func (kr *Keyring) Sign(c policy.ReceiptClaims) (string, error) {
+	token, _, err := kr.SignWithKeyID(c)
+	return token, err
+}
+
+// SignWithKeyID is Sign that also names the key that signed. Asking
+// Current for the id separately could name another key, should a rotation
+// come in between.
+func (kr *Keyring) SignWithKeyID(c policy.ReceiptClaims) (token, kid string, err error) {
 	kr.mu.RLock()
 	defer kr.mu.RUnlock()
 	if kr.current < 0 || len(kr.keys) == 0 {
-		return "", ErrNoKey
+		return "", "", ErrNoKey
 	}
-	return sign(kr.keys[kr.current], c)
+	k := kr.keys[kr.current]
+	token, err = sign(k, kr.header, c)
+	return token, k.ID, err
 }
 
 // Rotate retires the current key at now and makes a freshly generated key

@@ -649,6 +649,8 @@ func TestZeroKeyring(t *testing.T) {
 	}
 }
 
+// Signing while keys rotate: every token verifies, and the key id
+// SignWithKeyID names is the one in the token's header, rotation or not.
 func TestConcurrentSignRotate(t *testing.T) {
 	kr := testKeyring(t)
 	var wg sync.WaitGroup
@@ -656,9 +658,13 @@ func TestConcurrentSignRotate(t *testing.T) {
 	for w := range 8 {
 		wg.Go(func() {
 			for i := range 50 {
-				tok, err := kr.Sign(sampleClaims(w*100 + i))
+				tok, kid, err := kr.SignWithKeyID(sampleClaims(w*100 + i))
 				if err != nil {
 					t.Error(err)
+					return
+				}
+				if got := tokenKeyID(t, tok); got != kid {
+					t.Errorf("signed by %q, but the token's header names %q", kid, got)
 					return
 				}
 				tokens <- tok
@@ -683,6 +689,19 @@ func TestConcurrentSignRotate(t *testing.T) {
 	if n := len(kr.Keys()); n != 6 {
 		t.Fatalf("keys = %d, want 6", n)
 	}
+}
+
+func tokenKeyID(t *testing.T, tok string) string {
+	t.Helper()
+	raw, err := b64.DecodeString(strings.Split(tok, ".")[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := decodeHeader(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h.Kid
 }
 
 func FuzzVerify(f *testing.F) {
