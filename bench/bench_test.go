@@ -224,6 +224,70 @@ func TestHistogramQuantiles(t *testing.T) {
 	}
 }
 
+// TestRunAtAnOfferedRate runs the check phase in an open loop: every
+// request due in the window is accounted for, answered or never sent,
+// however fast the machine is, and the report carries the offered rate.
+func TestRunAtAnOfferedRate(t *testing.T) {
+	// 4 connections at 100/s in all: one request every 40 ms on each,
+	// so a 1-second window holds exactly 25 due requests per connection.
+	cfg := Config{Agents: 5, Conns: 4, Duration: time.Second, Warmup: 100 * time.Millisecond, Rate: 100,
+		IdleTimeout: time.Minute, Seed: 5, Phases: []string{"check"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rep.Check
+	if c.OfferedPerSecond != 100 || rep.Rate != 100 {
+		t.Errorf("offered %v/s, report rate %v, want 100", c.OfferedPerSecond, rep.Rate)
+	}
+	var failed int64
+	for kind, n := range c.Errors {
+		if strings.HasPrefix(kind, "transport: ") {
+			failed += n
+		}
+	}
+	if got := c.Requests + failed + c.NotSent; got != 100 {
+		t.Errorf("%d answered + %d failed + %d never sent = %d, want the 100 due in the window", c.Requests, failed, c.NotSent, got)
+	}
+	if c.Requests == 0 || c.OK != c.Requests {
+		t.Errorf("%d answered, %d ok", c.Requests, c.OK)
+	}
+	var text bytes.Buffer
+	rep.WriteText(&text)
+	for _, want := range []string{"paced at 100 requests/s", "offered/s"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text report lacks %q:\n%s", want, text.String())
+		}
+	}
+}
+
+// A pacer spreads the connections over one interval and counts what is
+// still due before the end of a window.
+func TestPacer(t *testing.T) {
+	start := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	p := newPacer(100, 4, 1, start) // 40 ms apart; the second of four starts 10 ms in
+	if p.interval != 40*time.Millisecond {
+		t.Fatalf("interval %v, want 40ms", p.interval)
+	}
+	for i, want := range []time.Duration{10, 50, 90} {
+		if got := p.take().Sub(start); got != want*time.Millisecond {
+			t.Errorf("request %d due at +%v, want +%vms", i, got, want)
+		}
+	}
+	// Next due at +130 ms: +130, +170 and +210 fall before +250 ms.
+	if n := p.dueBefore(start.Add(250 * time.Millisecond)); n != 3 {
+		t.Errorf("due before +250ms: %d, want 3", n)
+	}
+	if n := p.dueBefore(start.Add(210 * time.Millisecond)); n != 2 {
+		t.Errorf("due before +210ms: %d, want 2 (the end is excluded)", n)
+	}
+	if n := p.dueBefore(start.Add(100 * time.Millisecond)); n != 0 {
+		t.Errorf("due before +100ms: %d, want 0", n)
+	}
+}
+
 // TestConfigValidate names the flag at fault.
 func TestConfigValidate(t *testing.T) {
 	for _, tc := range []struct {
@@ -246,6 +310,10 @@ func TestConfigValidate(t *testing.T) {
 		{Config{Phases: []string{"check", "check"}}, `"check" is given twice`},
 		{Config{Phases: []string{"check"}, CPUProfile: io.Discard}, `-profile-phase "spends" is not among -phases check`},
 		{Config{Phases: []string{"balance"}, ProfilePhase: "check", Trace: io.Discard}, "profile a phase that runs"},
+		{Config{Rate: -5}, "-rate must be a number"},
+		{Config{Rate: math.NaN()}, "-rate must be a number"},
+		{Config{Rate: math.Inf(1)}, "-rate must be a number"},
+		{Config{Rate: 1, Conns: 64}, "less than once a minute"},
 	} {
 		err := tc.cfg.WithDefaults().Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -51,6 +51,7 @@ func startCeiling() (*ceilingServer, error) {
 func (c *ceilingServer) measure(ctx context.Context, cfg Config, agents []agentCred, name string) PhaseReport {
 	cc := cfg
 	cc.Duration, cc.Warmup = cfg.CeilingDuration, min(cfg.Warmup, time.Second)
+	cc.Rate = 0 // a ceiling is the most the loopback can do
 	ph := phase{name: name, build: func(w *worker, host string) []byte {
 		w.req.start("GET", "/v1/balance", host, w.agent().Key)
 		return w.req.finish(nil)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"slices"
 	"strings"
@@ -26,6 +27,16 @@ type Config struct {
 	// Warmup is unmeasured load before each phase: connections open,
 	// agents activate, buffers grow.
 	Warmup time.Duration
+	// Rate, when positive, paces each phase at that many requests per
+	// second in all (an open loop): each connection sends on a fixed
+	// schedule, and a latency runs from when its request was due, not
+	// from when the connection was free to send it, so a stall of the
+	// service shows in full in the percentiles. Zero sends each request as
+	// soon as the connection's previous one is answered (a closed loop):
+	// the most the service can do, with latencies that are mostly queueing
+	// behind the other connections. The loopback ceiling always runs in a
+	// closed loop.
+	Rate float64
 	// IdleAgents is how many extra agents the memory measurement
 	// activates (in-process only); zero skips it.
 	IdleAgents int
@@ -110,6 +121,10 @@ func (c Config) Validate() error {
 		return errors.New("bench: -duration must be positive")
 	case c.Warmup < 0:
 		return errors.New("bench: -warmup must not be negative")
+	case c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0):
+		return errors.New("bench: -rate must be a number of requests per second, or 0 to send as fast as answers come")
+	case c.Rate > 0 && float64(c.Conns)/c.Rate > 60:
+		return fmt.Errorf("bench: -rate %g over %d connections sends less than once a minute on each; raise -rate or lower -conns", c.Rate, c.Conns)
 	case c.IdleAgents < 0:
 		return errors.New("bench: -idle-agents must not be negative")
 	case c.CeilingDuration < 0:

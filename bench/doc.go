@@ -44,12 +44,26 @@
 //
 // # What the numbers mean
 //
-// A request counts when it started and was answered inside the measured
-// window. Settled spends/s counts answers whose spend status is "settled";
+// By default each connection sends its next request as soon as the last
+// is answered (a closed loop): the run finds the most the service can do,
+// and its latencies are mostly time spent queueing behind the other
+// connections (64 connections at 5,000/s wait 13 ms on average whatever
+// the service does). Config.Rate paces the load instead (an open loop):
+// each connection sends on a fixed schedule, together Rate requests per
+// second, and a latency runs from when the request was due. A service
+// that stalls delays every request due during the stall, and each of them
+// counts the stall in full, where a closed loop would count it once
+// (coordinated omission). Requests still due when the window closes on a
+// connection that is behind are reported as not sent. That answers the
+// operator's other question: at the rate we expect, what latency?
+//
+// In a closed loop a request counts when it started and was answered
+// inside the measured window; in an open loop, when it was due inside the
+// window, however late it was answered. Settled spends/s counts answers whose spend status is "settled";
 // anything else is tallied by status (and declined ones by reason), and
 // non-2xx answers by HTTP status and error code. Latency is measured at
-// the client, from just before the request is written to when its answer
-// has been read, and kept in a log-linear histogram whose buckets are under
+// the client, from just before the request is written (or, paced, from
+// when it was due) to when its answer has been read, and kept in a log-linear histogram whose buckets are under
 // 1% wide (the layout of an HDR histogram): the reported percentiles are
 // upper bounds of their bucket, the maximum is exact. Each phase also gives
 // its rate in each tenth of the window (PhaseReport.Timeline), so that a

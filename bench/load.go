@@ -39,6 +39,42 @@ type worker struct {
 	errs     map[string]int64
 	// tenths counts the answers of each tenth of the measured window.
 	tenths [timelineSlices]int64
+	// pace is the worker's schedule in an open-loop run (Config.Rate),
+	// nil in a closed-loop one; notSent counts the requests it had due in
+	// the window but never sent, because the service fell behind.
+	pace    *pacer
+	notSent int64
+}
+
+// pacer is one connection's share of an open-loop load: a request due
+// every interval, from next on, whenever the previous one is answered.
+type pacer struct {
+	next     time.Time
+	interval time.Duration
+}
+
+// newPacer spreads conns connections evenly over one interval of the total
+// rate, so that together they send at rate per second from start on
+// instead of all at once.
+func newPacer(rate float64, conns, id int, start time.Time) *pacer {
+	interval := time.Duration(float64(conns) * float64(time.Second) / rate)
+	return &pacer{next: start.Add(interval * time.Duration(id) / time.Duration(conns)), interval: interval}
+}
+
+// take returns when the next request is due and moves the schedule on.
+func (p *pacer) take() time.Time {
+	t := p.next
+	p.next = p.next.Add(p.interval)
+	return t
+}
+
+// dueBefore counts the requests due from the next one up to end
+// (excluded).
+func (p *pacer) dueBefore(end time.Time) int64 {
+	if !p.next.Before(end) {
+		return 0
+	}
+	return int64((end.Sub(p.next) + p.interval - 1) / p.interval)
 }
 
 // timelineSlices is how many equal slices of the measured window
@@ -119,11 +155,14 @@ func checkPhase() phase {
 }
 
 // runPhase drives the phase from cfg.Conns workers: Warmup unmeasured,
-// then Duration measured. A request counts when it started and was
-// answered inside the measured window. mark, when set, is called as the
-// window opens (true) and closes (false).
+// then Duration measured. In a closed loop (cfg.Rate 0), a request counts
+// when it started and was answered inside the measured window. In an open
+// loop, it counts when it was due inside the window, however late it was
+// sent or answered, and its latency runs from when it was due. mark, when
+// set, is called as the window opens (true) and closes (false).
 func runPhase(ctx context.Context, addr string, cfg Config, run string, agents []agentCred, ph phase, seed uint64, mark func(open bool)) PhaseReport {
-	start := time.Now().Add(cfg.Warmup)
+	begin := time.Now()
+	start := begin.Add(cfg.Warmup)
 	end := start.Add(cfg.Duration)
 	workers := make([]*worker, cfg.Conns)
 	var wg sync.WaitGroup
@@ -143,6 +182,9 @@ func runPhase(ctx context.Context, addr string, cfg Config, run string, agents [
 	}
 	for i := range workers {
 		w := newWorker(i, run, seed, agents)
+		if cfg.Rate > 0 {
+			w.pace = newPacer(cfg.Rate, cfg.Conns, i, begin)
+		}
 		workers[i] = w
 		wg.Add(1)
 		go func() {
@@ -168,13 +210,14 @@ func runPhase(ctx context.Context, addr string, cfg Config, run string, agents [
 		for i, n := range w.tenths {
 			total.tenths[i] += n
 		}
+		total.notSent += w.notSent
 	}
 	secs, cut := cfg.Duration.Seconds(), false
 	if now := time.Now(); now.Before(end) { // cancelled early
 		secs, cut = max(now.Sub(start).Seconds(), 0), true
 	}
 	r := PhaseReport{Name: ph.name, Seconds: secs, Requests: total.answered, OK: total.ok,
-		Errors: total.errs, Latency: latencyOf(total.hist)}
+		Errors: total.errs, Latency: latencyOf(total.hist), OfferedPerSecond: cfg.Rate, NotSent: total.notSent}
 	if secs > 0 {
 		r.PerSecond = float64(total.answered) / secs
 	}
@@ -197,15 +240,43 @@ func runPhase(ctx context.Context, addr string, cfg Config, run string, agents [
 func (w *worker) loop(ctx context.Context, addr string, ph phase, start, end time.Time) {
 	c := newLoadConn(addr, 30*time.Second)
 	defer c.close()
+	var wait *time.Timer
 	for ctx.Err() == nil {
+		var due time.Time
+		if w.pace != nil {
+			if due = w.pace.take(); !due.Before(end) {
+				return
+			}
+			if d := time.Until(due); d > 0 {
+				if wait == nil {
+					wait = time.NewTimer(d)
+					defer wait.Stop()
+				} else {
+					wait.Reset(d)
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-wait.C:
+				}
+			}
+		}
 		req := ph.build(w, addr)
 		t0 := time.Now()
 		if !t0.Before(end) {
+			if w.pace != nil && !due.Before(start) {
+				// Behind schedule as the window closes: what was still
+				// due in it is reported, not sent late.
+				w.notSent += 1 + w.pace.dueBefore(end)
+			}
 			return
+		}
+		if w.pace == nil {
+			due = t0
 		}
 		sc, body, err := c.do(req, t0)
 		t1 := time.Now()
-		counted := !t0.Before(start) && !t1.After(end)
+		counted := !due.Before(start) && (w.pace != nil || !t1.After(end))
 		if err != nil {
 			if counted {
 				w.errs[transportKind(err)]++
@@ -218,7 +289,7 @@ func (w *worker) loop(ctx context.Context, addr string, ph phase, start, end tim
 			continue
 		}
 		w.answered++
-		w.hist.Record(t1.Sub(t0))
+		w.hist.Record(t1.Sub(due))
 		w.tenths[tenthOf(t1, start, end)]++
 		if sc < 200 || sc > 299 {
 			w.errs[strconv.Itoa(sc)+" "+jsonField(body, "code")]++

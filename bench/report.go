@@ -19,6 +19,8 @@ type Report struct {
 	Conns      int      `json:"conns"`
 	Duration   Duration `json:"duration"`
 	Warmup     Duration `json:"warmup"`
+	// Rate is Config.Rate: 0 for a closed loop.
+	Rate float64 `json:"rate,omitempty"`
 	// A phase left out of Config.Phases is zero and left out of the JSON.
 	Spends  PhaseReport `json:"spends,omitzero"`
 	Balance PhaseReport `json:"balance,omitzero"`
@@ -54,6 +56,12 @@ type PhaseReport struct {
 	// failed requests by "transport: kind".
 	Errors  map[string]int64 `json:"errors,omitempty"`
 	Latency LatencyReport    `json:"latency"`
+	// OfferedPerSecond is the pace of an open-loop run (Config.Rate);
+	// NotSent counts the requests due in the window that were never sent
+	// because the service fell behind that pace (their connection was
+	// still waiting as the window closed).
+	OfferedPerSecond float64 `json:"offered_per_second,omitempty"`
+	NotSent          int64   `json:"not_sent,omitempty"`
 	// Timeline is the answers per second in each tenth of the measured
 	// window, by when they were answered (absent when the run was cut
 	// short). A rate that falls from the first tenths to the last says
@@ -134,13 +142,18 @@ func (r *Report) WriteText(w io.Writer) {
 	if r.Target != "" {
 		fmt.Fprintf(w, " %s", r.Target)
 	}
-	fmt.Fprintf(w, ", %s, GOMAXPROCS %d, %d agents, %d connections, %s measured per phase after %s warm-up\n\n",
+	fmt.Fprintf(w, ", %s, GOMAXPROCS %d, %d agents, %d connections, %s measured per phase after %s warm-up",
 		r.GoVersion, r.GOMAXPROCS, r.Agents, r.Conns, time.Duration(r.Duration), time.Duration(r.Warmup))
+	if r.Rate > 0 {
+		fmt.Fprintf(w, ", paced at %.0f requests/s (open loop: latency from when each request was due)", r.Rate)
+	}
+	fmt.Fprintf(w, "\n\n")
 
 	if s := r.Spends; s.Name != "" {
 		fmt.Fprintf(w, "POST /v1/spends\n")
 		fmt.Fprintf(w, "  settled spends/s  %10.0f\n", s.SettledPerSecond)
 		fmt.Fprintf(w, "  answered/s        %10.0f   (%d in %.1f s)\n", s.PerSecond, s.Requests, s.Seconds)
+		writePace(w, s)
 		writeTimeline(w, s.Timeline)
 		writeLatency(w, s.Latency)
 		writeCPU(w, s, r.Target != "")
@@ -165,6 +178,7 @@ func (r *Report) WriteText(w io.Writer) {
 		}
 		fmt.Fprintf(w, "%s\n", p.title)
 		fmt.Fprintf(w, "  requests/s        %10.0f   (%d in %.1f s, %d ok)\n", p.r.PerSecond, p.r.Requests, p.r.Seconds, p.r.OK)
+		writePace(w, p.r)
 		writeTimeline(w, p.r.Timeline)
 		writeLatency(w, p.r.Latency)
 		writeCPU(w, p.r, r.Target != "")
@@ -223,6 +237,19 @@ func writeCPU(w io.Writer, p PhaseReport, remote bool) {
 	}
 	fmt.Fprintf(w, "  %s  %10.0f µs  (at that cost %d cores %s at most %.0f/s)\n",
 		label, p.CPUPerRequest, runtime.NumCPU(), verb, cpuBound(p.CPUPerRequest, runtime.NumCPU()))
+}
+
+// writePace prints the offered rate of an open-loop phase, and what the
+// service could not keep up with.
+func writePace(w io.Writer, p PhaseReport) {
+	if p.OfferedPerSecond <= 0 {
+		return
+	}
+	fmt.Fprintf(w, "  offered/s         %10.0f", p.OfferedPerSecond)
+	if p.NotSent > 0 {
+		fmt.Fprintf(w, "   (%d due in the window were never sent: the service fell behind this pace)", p.NotSent)
+	}
+	fmt.Fprintln(w)
 }
 
 // writeTimeline prints the rate of each tenth of the window, to show

@@ -44,6 +44,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	conns := fs.Int("conns", d.Conns, "concurrent connections, one request in flight each")
 	duration := fs.Duration("duration", d.Duration, "measured time of each phase")
 	warmup := fs.Duration("warmup", d.Warmup, "unmeasured load before each phase")
+	rate := fs.Float64("rate", 0, "requests per second each phase offers in all, on a fixed schedule, latency counted from when each request was due (open loop); 0 sends each request as soon as the last is answered")
 	idleAgents := fs.Int("idle-agents", d.IdleAgents, "extra agents activated to measure an idle agent's memory; 0 skips (in-process only)")
 	idleTimeout := fs.Duration("idle-timeout", d.IdleTimeout, "passivation delay of the in-process service")
 	ceiling := fs.Duration("ceiling", d.CeilingDuration, "measured time of each slice of the loopback ceiling (a handler that does nothing), before, between and after the reads; 0 skips")
@@ -61,7 +62,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	cfg := bench.Config{Agents: *agents, Conns: *conns, Duration: *duration, Warmup: *warmup,
+	cfg := bench.Config{Agents: *agents, Conns: *conns, Duration: *duration, Warmup: *warmup, Rate: *rate,
 		IdleAgents: *idleAgents, IdleTimeout: *idleTimeout, CeilingDuration: *ceiling, Target: *target, OwnerKey: *ownerKey,
 		Seed: *seed, Progress: stderr, ProfilePhase: *profilePhase, Phases: bench.ParsePhases(*phases)}
 	if *cpuProfile != "" {
