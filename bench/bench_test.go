@@ -448,3 +448,26 @@ func TestReportShowsSteal(t *testing.T) {
 		t.Errorf("the report does not say %q once per phase:\n%s", want, text.String())
 	}
 }
+
+// A paced phase that fell behind says how many requests it never sent; a
+// closed-loop phase shows no pace at all.
+func TestReportShowsThePace(t *testing.T) {
+	paced := PhaseReport{Name: "spends", Seconds: 2, Requests: 5997, PerSecond: 2998.5, OK: 5997,
+		OfferedPerSecond: 3000, NotSent: 3}
+	var text bytes.Buffer
+	(&Report{Mode: "in-process", Rate: 3000, Spends: paced}).WriteText(&text)
+	for _, want := range []string{"paced at 3000 requests/s", "offered/s               3000", "never sent: 3 requests due in the window"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("paced report lacks %q:\n%s", want, text.String())
+		}
+	}
+	text.Reset()
+	closed := paced
+	closed.OfferedPerSecond, closed.NotSent = 0, 0
+	(&Report{Mode: "in-process", Spends: closed}).WriteText(&text)
+	for _, never := range []string{"paced at", "offered/s", "never sent"} {
+		if strings.Contains(text.String(), never) {
+			t.Errorf("closed-loop report shows %q:\n%s", never, text.String())
+		}
+	}
+}

@@ -247,7 +247,7 @@ func writePace(w io.Writer, p PhaseReport) {
 	}
 	fmt.Fprintf(w, "  offered/s         %10.0f", p.OfferedPerSecond)
 	if p.NotSent > 0 {
-		fmt.Fprintf(w, "   (%d due in the window were never sent: the service fell behind this pace)", p.NotSent)
+		fmt.Fprintf(w, "   (never sent: %d requests due in the window; the service fell behind this pace)", p.NotSent)
 	}
 	fmt.Fprintln(w)
 }
