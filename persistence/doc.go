@@ -8,16 +8,20 @@
 //
 // # Model
 //
-// Two kinds of file live side by side:
+// Two kinds of file, side by side unless Options.JournalDir puts the
+// journal on a disk of its own:
 //
-//   - The journal: the directory Options.Path+".journal" holds segment files
-//     named after the LSN (log sequence number) of their first record, each
-//     a run of frames: length, CRC-32C (of length, LSN and record), LSN, and
-//     the record in the compact binary format of EncodeRecord. A segment
-//     past 64 MiB (DefaultSegmentSize) is closed and a new one started.
+//   - The journal: the directory Options.Path+".journal" (or JournalDir)
+//     holds segment files named after the LSN (log sequence number) of
+//     their first record, each a run of frames: length, CRC-32C (of
+//     length, LSN and record), LSN, and the record in the compact binary
+//     format of EncodeRecord. A segment past 64 MiB (DefaultSegmentSize) is
+//     closed and a new one started.
 //   - The bbolt file at Options.Path: the bucket meta holds applied_lsn, the
-//     LSN of the last record folded into the entity buckets, and the layout
-//     version; every other bucket is an entity bucket, the materialized
+//     LSN of the last record folded into the entity buckets, the layout
+//     version, and the journal's directory when it is not beside the file
+//     (Open refuses another directory while that one holds records after
+//     applied_lsn); every other bucket is an entity bucket, the materialized
 //     state, "the snapshot", as of applied_lsn.
 //
 // Append queues a record and returns a Ticket at once. A single committer

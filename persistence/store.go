@@ -183,11 +183,15 @@ func Open(opts Options) (*Store, error) {
 func (s *Store) recover() error {
 	var applied uint64
 	var format byte
+	var lastDir string // where the journal was at the last open; "" before the key existed
+	var fresh bool     // the data file is new: nothing was ever folded into it
 	err := s.db.Update(func(tx *bolt.Tx) error {
+		fresh = tx.Bucket([]byte(metaBucket)) == nil && tx.Bucket([]byte(journalBucket)) == nil
 		m, err := tx.CreateBucketIfNotExists([]byte(metaBucket))
 		if err != nil {
 			return err
 		}
+		lastDir = string(m.Get(journalDirKey))
 		switch v := m.Get(formatKey); {
 		case v == nil:
 			if tx.Bucket([]byte(journalBucket)) != nil {
@@ -219,7 +223,35 @@ func (s *Store) recover() error {
 	if s.hooks.segmentSize > 0 {
 		segSize = s.hooks.segmentSize
 	}
-	w, recs, err := openWAL(journalDir(s.opts.Path), segSize, s.log, applied)
+	dir, err := absDir(s.opts.JournalDir)
+	if err != nil {
+		return fmt.Errorf("persistence: open %s: %w", s.opts.Path, err)
+	}
+	beside, err := absDir(journalDir(s.opts.Path))
+	if err != nil {
+		return fmt.Errorf("persistence: open %s: %w", s.opts.Path, err)
+	}
+	// A journal beside its data file is recorded as no path at all, so that
+	// a data directory copied or restored elsewhere finds its journal.
+	record := dir
+	if sameDir(dir, beside) {
+		dir, record = beside, ""
+	}
+	prev := lastDir
+	if prev == "" {
+		prev = beside
+	}
+	moved := !sameDir(prev, dir)
+	if moved && fresh {
+		if err := checkFreshJournal(s.opts.Path, dir, beside); err != nil {
+			return err
+		}
+	} else if moved {
+		if err := checkJournalMove(s.opts.Path, prev, dir, applied); err != nil {
+			return err
+		}
+	}
+	w, recs, err := openWAL(dir, segSize, s.log, applied)
 	if err != nil {
 		return fmt.Errorf("persistence: open journal of %s: %w", s.opts.Path, err)
 	}
@@ -245,6 +277,24 @@ func (s *Store) recover() error {
 	}
 	if err := w.restart(applied); err != nil {
 		return fmt.Errorf("persistence: open journal of %s: %w", s.opts.Path, err)
+	}
+	if record != lastDir {
+		// Recorded once the journal is open in dir; a crash before this
+		// leaves prev folded, which the next open accepts as a move again.
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			m := tx.Bucket([]byte(metaBucket))
+			if record == "" {
+				return m.Delete(journalDirKey)
+			}
+			return m.Put(journalDirKey, []byte(record))
+		})
+		if err != nil {
+			return fmt.Errorf("persistence: open %s: recording the journal directory: %w", s.opts.Path, err)
+		}
+		if moved {
+			s.log.Info("persistence: the journal moved; the previous directory holds only folded records and may be removed",
+				"from", prev, "to", dir)
+		}
 	}
 	s.c.last = applied
 	s.ck.last, s.ck.applied = applied, applied

@@ -16,8 +16,8 @@ import (
 	"time"
 )
 
-// The journal lives next to the bbolt file, in the directory Path+".journal",
-// as a sequence of append-only segment files named after the LSN of their
+// The journal lives next to the bbolt file, in the directory Path+".journal"
+// (or Options.JournalDir), as a sequence of append-only segment files named after the LSN of their
 // first record (16 hex digits, ".wal"). Each record is one frame:
 //
 //	length  4 bytes big-endian: bytes of the record encoding
@@ -72,6 +72,7 @@ type wal struct {
 	mu   sync.Mutex
 	segs []walSegment // oldest first; the last one is being appended to
 
+	lock   *os.File     // the directory's lock file, held while open (lockDir)
 	f      *os.File     // active segment; committer only
 	off    atomic.Int64 // end of the last durable batch in the active segment
 	broken error        // committer only: set once a failed write could not be undone
@@ -191,15 +192,31 @@ func intactAfter(data []byte, last uint64) bool {
 	return false
 }
 
-// openWAL lists the segments in dir (creating it if needed), checks them and
-// returns the records after applied, in LSN order. A damaged tail of the last
-// segment that nothing intact follows is the batch whose fsync never
-// returned: it is truncated away and logged. Any other damage, or a gap
-// between applied and the first record, refuses to open.
+// openWAL locks dir (creating it if needed) for this store alone, then
+// reads it (readWAL). The lock is held until close.
 func openWAL(dir string, segSize int64, log *slog.Logger, applied uint64) (*wal, []pendingRec, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, err
 	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	w, recs, err := readWAL(dir, segSize, log, applied)
+	if err != nil {
+		_ = lock.Close()
+		return nil, nil, err
+	}
+	w.lock = lock
+	return w, recs, nil
+}
+
+// readWAL lists the segments in dir, checks them and returns the records
+// after applied, in LSN order. A damaged tail of the last segment that
+// nothing intact follows is the batch whose fsync never returned: it is
+// truncated away and logged. Any other damage, or a gap between applied and
+// the first record, refuses to open.
+func readWAL(dir string, segSize int64, log *slog.Logger, applied uint64) (*wal, []pendingRec, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, nil, err
@@ -536,8 +553,12 @@ func (w *wal) close() error {
 		w.wakeRemover()
 		<-w.retireDone
 	}
-	if w.f == nil {
-		return nil
+	var err error
+	if w.f != nil {
+		err = w.f.Close()
 	}
-	return w.f.Close()
+	if w.lock != nil {
+		err = errors.Join(err, w.lock.Close())
+	}
+	return err
 }

@@ -1,7 +1,7 @@
 // Command guard runs the payment guard and administers its data.
 //
 //	guard serve [-config FILE] [-addr HOST:PORT] [-data DIR] [-dev]
-//	guard owner create -data DIR -name NAME -email EMAIL   (password on stdin)
+//	guard owner create -data DIR [-journal-dir DIR] -name NAME -email EMAIL   (password on stdin)
 //	guard agents|keys|policy COMMAND ...                   (a running server, owner key)
 package main
 
@@ -26,7 +26,7 @@ func main() {
 
 const usage = `usage:
   guard serve [-config FILE] [-addr HOST:PORT] [-data DIR] [-dev]
-  guard owner create -data DIR -name NAME -email EMAIL   (password on stdin)
+  guard owner create -data DIR [-journal-dir DIR] -name NAME -email EMAIL   (password on stdin)
 
 Administration of a running server with an owner key:
   guard agents list [-limit N]

@@ -18,6 +18,7 @@ import (
 func ownerCreate(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer, getenv func(string) string) error {
 	fs := flag.NewFlagSet("guard owner create", flag.ContinueOnError)
 	data := fs.String("data", "./data", "data directory (the server must be stopped)")
+	journalDir := fs.String("journal-dir", "", "journal directory, when the server keeps it apart from the data directory (its journal_dir)")
 	name := fs.String("name", "", "owner name")
 	email := fs.String("email", "", "owner e-mail (console sign-in)")
 	if err := fs.Parse(args); err != nil {
@@ -35,7 +36,7 @@ func ownerCreate(ctx context.Context, args []string, stdin io.Reader, stdout io.
 		return fmt.Errorf("the password must have at least %d characters", console.MinPasswordLength)
 	}
 	cfg := wire.Defaults()
-	cfg.Data = *data
+	cfg.Data, cfg.JournalDir = *data, *journalDir
 	svc, err := wire.Open(cfg, wire.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return fmt.Errorf("%w (is the server still running on this data directory?)", err)

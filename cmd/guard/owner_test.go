@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -109,5 +111,46 @@ func TestRunUsage(t *testing.T) {
 	if err := Run(context.Background(), []string{"frobnicate"}, nil, io.Discard, io.Discard, func(string) string { return "" }); err == nil ||
 		!strings.Contains(err.Error(), "frobnicate") {
 		t.Fatalf("unknown command: %v", err)
+	}
+}
+
+// With the journal kept apart (journal_dir), owner create opens it there:
+// nothing appears beside the data file, and the server finds the owner.
+func TestOwnerCreateWithTheJournalApart(t *testing.T) {
+	dir, jdir := t.TempDir(), filepath.Join(t.TempDir(), "journal")
+	cfg := wire.Defaults()
+	cfg.Data, cfg.JournalDir = dir, jdir
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	svc, err := wire.Open(cfg, wire.Options{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Shutdown(context.Background())
+
+	var out bytes.Buffer
+	err = Run(context.Background(), []string{"owner", "create", "-data", dir, "-journal-dir", jdir, "-name", "Ada", "-email", "ada@example.org"},
+		strings.NewReader("correct horse battery\n"), &out, io.Discard, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, wire.JournalFile+".journal")); !os.IsNotExist(err) {
+		t.Fatalf("a journal appeared beside the data file (%v)", err)
+	}
+	if segs, _ := filepath.Glob(filepath.Join(jdir, "*.wal")); len(segs) == 0 {
+		t.Fatalf("no journal segment in %s", jdir)
+	}
+	var got struct {
+		Keys map[string]string `json:"keys"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("output is not JSON: %q", out.String())
+	}
+	svc, err = wire.Open(cfg, wire.Options{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Shutdown(context.Background())
+	if _, err := svc.System().Authenticate(got.Keys["test"]); err != nil {
+		t.Fatalf("the new owner's key does not authenticate: %v", err)
 	}
 }

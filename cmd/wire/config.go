@@ -28,6 +28,16 @@ type Config struct {
 	Addr string `json:"addr"`
 	// Data is the directory holding the journal file.
 	Data string `json:"data"`
+	// JournalDir is the directory of the journal's segment files; empty
+	// keeps them beside the data file (<data>/guard.db.journal). Every
+	// acknowledged change waits for the journal's fdatasync, and each
+	// checkpoint writes and syncs its pages into the data file: on one
+	// disk the journal waits behind those pages, which makes most of the
+	// spends' slow tail. A disk of its own for the journal avoids that.
+	// The service refuses to start on a directory that cannot be the data
+	// file's journal while the last one holds records not yet folded (stop
+	// the service cleanly before moving it, or move its files along).
+	JournalDir string `json:"journal_dir"`
 	// Dev bootstraps a practice owner, agent, key and funded pool on first
 	// start and prints how to use them.
 	Dev bool `json:"dev"`

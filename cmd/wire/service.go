@@ -30,7 +30,8 @@ import (
 )
 
 // JournalFile is the name of the store's bbolt file inside the data
-// directory; its journal segments live in JournalFile+".journal" beside it.
+// directory; its journal segments live in JournalFile+".journal" beside it
+// unless Config.JournalDir puts them elsewhere.
 const JournalFile = "guard.db"
 
 // Service is a running payment guard.
@@ -83,7 +84,7 @@ func Open(cfg Config, opts Options) (*Service, error) {
 	var failed func(error)
 	var failMu sync.Mutex
 	store, err := persistence.Open(persistence.Options{
-		Path: filepath.Join(cfg.Data, JournalFile), CheckpointInterval: cfg.CheckpointInterval, Logger: log,
+		Path: filepath.Join(cfg.Data, JournalFile), JournalDir: cfg.JournalDir, CheckpointInterval: cfg.CheckpointInterval, Logger: log,
 		CommitFault: opts.CommitFault,
 		OnFailure: func(err error) {
 			failMu.Lock()

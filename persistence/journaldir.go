@@ -1,0 +1,130 @@
+package persistence
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// journalDirKey in the meta bucket is the absolute path of the journal
+// directory the data file was last opened with, when that was not the
+// default place beside it (Path+".journal"); without the key, the journal
+// was beside it.
+var journalDirKey = []byte("journal_dir")
+
+// absDir is dir made absolute and clean, so that two spellings of one
+// directory compare equal.
+func absDir(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("journal directory %s: %w", dir, err)
+	}
+	return abs, nil
+}
+
+// sameDir reports whether a and b (absolute) name one directory: the same
+// path, or, when both exist, the same directory reached another way (a
+// symbolic link, a bind mount).
+func sameDir(a, b string) bool {
+	if a == b {
+		return true
+	}
+	sa, errA := os.Stat(a)
+	sb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(sa, sb)
+}
+
+// checkJournalMove decides whether the journal may open in dir when the data
+// file at dataPath was last opened with its journal in prev (both
+// absolute, not the same directory) and has folded every record up to
+// applied.
+//
+//   - prev still holds records after applied: acknowledged changes that
+//     exist only there. Refused, naming prev: start once with it (the
+//     records are then folded) or move its files.
+//   - dir holds records after applied while prev still exists: dir is not
+//     this data file's journal (a copy, or another store's). Refused.
+//   - Otherwise the move is safe: prev is folded, or it is gone because
+//     its files were moved to dir, whose records must then continue from
+//     applied (openWAL checks that, as for any journal).
+func checkJournalMove(dataPath, prev, dir string, applied uint64) error {
+	inPrev, prevExists, err := recordsAfter(prev, applied)
+	if err != nil {
+		return fmt.Errorf("persistence: the journal of %s was last in %s, which cannot be read (%w); set the journal directory back to %s, or repair it",
+			dataPath, prev, err, prev)
+	}
+	if inPrev > 0 {
+		return fmt.Errorf("persistence: the journal of %s is in %s and holds %d records not yet folded into it; set the journal directory back to %s (they are folded at that start, after which the journal may move), or move the files of %s into %s",
+			dataPath, prev, inPrev, prev, prev, dir)
+	}
+	if !prevExists {
+		return nil
+	}
+	inDir, _, err := recordsAfter(dir, applied)
+	if err != nil {
+		return fmt.Errorf("persistence: journal directory %s: %w", dir, err)
+	}
+	if inDir > 0 {
+		return fmt.Errorf("persistence: journal directory %s holds %d records after the last one %s has folded, but the journal of %s is %s: %s is not its journal (a copy, or another data file's); empty it or choose another directory",
+			dir, inDir, dataPath, dataPath, prev, dir)
+	}
+	return nil
+}
+
+// checkFreshJournal refuses a journal directory of its own for a new data
+// file when the directory already holds records: they are another data
+// file's, and replaying them here would take them from it. (A journal
+// beside its data file is replayed into a new file as always: that is how
+// a lost data file is rebuilt from a journal that starts at the first
+// record.)
+func checkFreshJournal(dataPath, dir, beside string) error {
+	n, _, err := recordsAfter(dir, 0)
+	if err != nil {
+		return fmt.Errorf("persistence: journal directory %s: %w", dir, err)
+	}
+	if n > 0 {
+		return fmt.Errorf("persistence: journal directory %s holds %d records, but the data file %s is new: they belong to another data file; choose an empty directory (to rebuild a lost data file from its journal, move the journal's files into %s and start without a journal directory)",
+			dir, n, dataPath, beside)
+	}
+	return nil
+}
+
+// recordsAfter counts, reading only, the records after applied in the
+// journal segments of dir, and says whether dir exists. A segment cut off
+// in the middle of a frame ends there: that is the batch whose fdatasync
+// never returned. Damage that intact records follow is an error.
+func recordsAfter(dir string, applied uint64) (n int, exists bool, err error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !segmentName.MatchString(e.Name()) {
+			continue
+		}
+		var first uint64
+		if _, err := fmt.Sscanf(strings.TrimSuffix(e.Name(), ".wal"), "%016x", &first); err != nil {
+			return 0, true, fmt.Errorf("journal segment %s: %w", e.Name(), err)
+		}
+		path := filepath.Join(dir, e.Name())
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return 0, true, err
+		}
+		frames, end, perr := parseSegment(data, first)
+		if perr != nil && intactAfter(data[end:], first-1+uint64(len(frames))) {
+			return 0, true, &segmentDamage{path: path, offset: end, err: perr}
+		}
+		for _, f := range frames {
+			if f.lsn > applied {
+				n++
+			}
+		}
+	}
+	return n, true, nil
+}

@@ -1,0 +1,190 @@
+package persistence
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// putN appends n records, one key each, to bucket "b".
+func putN(t *testing.T, s *Store, from, n int) {
+	t.Helper()
+	for i := from; i < from+n; i++ {
+		mustAppend(t, s, Put("b", []byte(fmt.Sprintf("k%03d", i)), []byte(fmt.Sprintf("v%d", i))))
+	}
+}
+
+// wantKeys checks that keys k000 .. k(n-1) read back.
+func wantKeys(t *testing.T, s *Store, n int) {
+	t.Helper()
+	for i := range n {
+		if v, ok := mustGet(t, s, "b", fmt.Sprintf("k%03d", i)); !ok || v != fmt.Sprintf("v%d", i) {
+			t.Fatalf("k%03d = %q (present %v) after reopening", i, v, ok)
+		}
+	}
+}
+
+func withJournal(dir string, mods ...func(*Options)) func(*Options) {
+	return func(o *Options) {
+		o.JournalDir = dir
+		for _, m := range mods {
+			m(o)
+		}
+	}
+}
+
+func wantOpenError(t *testing.T, opts Options, parts ...string) {
+	t.Helper()
+	s, err := Open(opts)
+	if err == nil {
+		s.Close()
+		t.Fatalf("Open with journal directory %q succeeded; want a refusal", opts.JournalDir)
+	}
+	for _, p := range parts {
+		if !strings.Contains(err.Error(), p) {
+			t.Errorf("error %q does not say %q", err, p)
+		}
+	}
+}
+
+// A journal in a directory of its own takes the records and replays them
+// after a stop that folded nothing; nothing is written beside the data file.
+func TestJournalInItsOwnDirectory(t *testing.T) {
+	dir := t.TempDir()
+	jdir := filepath.Join(dir, "fast-disk", "journal")
+	opts := testOptions(dir, withJournal(jdir, noAutoCheckpoint))
+	s := openStore(t, opts)
+	putN(t, s, 0, 5)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if segs, _ := filepath.Glob(filepath.Join(jdir, "*.wal")); len(segs) == 0 {
+		t.Fatalf("no segment in %s", jdir)
+	}
+	if _, err := os.Stat(journalDir(opts.Path)); !os.IsNotExist(err) {
+		t.Fatalf("a journal directory beside the data file exists (%v)", err)
+	}
+	if n, _, err := recordsAfter(jdir, rawApplied(t, opts.Path)); err != nil || n != 5 {
+		t.Fatalf("%d records to replay (%v), want 5", n, err)
+	}
+	s = openStore(t, opts)
+	wantKeys(t, s, 5)
+	s.Close()
+}
+
+// While the last journal holds records not yet folded, Open refuses any
+// other directory, the default one included, and changes nothing; moving
+// the files over is accepted.
+func TestJournalMoveRefusedWhileRecordsUnfolded(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	opts := testOptions(dir, withJournal(a, noAutoCheckpoint))
+	s := openStore(t, opts)
+	putN(t, s, 0, 3)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	wantOpenError(t, testOptions(dir, withJournal(b, noAutoCheckpoint)), "holds 3 records not yet folded", a, "set the journal directory back to")
+	wantOpenError(t, testOptions(dir, noAutoCheckpoint), "holds 3 records not yet folded", a)
+	if segs, _ := filepath.Glob(filepath.Join(b, "*.wal")); len(segs) != 0 {
+		t.Fatalf("a refused open left segments in %s: %v", b, segs)
+	}
+
+	if err := os.Rename(a, b); err != nil {
+		t.Fatal(err)
+	}
+	s = openStore(t, testOptions(dir, withJournal(b, noAutoCheckpoint)))
+	wantKeys(t, s, 3)
+	s.Close()
+}
+
+// Once every record is folded (a clean stop), the journal may move, and
+// back beside the data file; a directory of the moves keeps working.
+func TestJournalMoveAfterFolding(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	s := openStore(t, testOptions(dir, withJournal(a)))
+	putN(t, s, 0, 4)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openStore(t, testOptions(dir, withJournal(b, noAutoCheckpoint)))
+	wantKeys(t, s, 4)
+	putN(t, s, 4, 2) // left unfolded in b
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// b, not a, is now the journal: a is refused, b is not.
+	wantOpenError(t, testOptions(dir, withJournal(a)), "holds 2 records not yet folded", b)
+	s = openStore(t, testOptions(dir, withJournal(b)))
+	wantKeys(t, s, 6)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openStore(t, testOptions(dir, nil)) // beside the data file again
+	wantKeys(t, s, 6)
+	s.Close()
+	if v := rawDump(t, filepath.Join(dir, "guard.db"))[metaBucket][string(journalDirKey)]; v != "" {
+		t.Errorf("back beside the data file, the meta bucket still names %q", v)
+	}
+}
+
+// A directory holding another data file's records after this one's last
+// folded record is not its journal, while its own journal still exists.
+func TestJournalDirOfAnotherStoreRefused(t *testing.T) {
+	dir := t.TempDir()
+	a, other := filepath.Join(dir, "a"), filepath.Join(dir, "other")
+	s := openStore(t, testOptions(dir, withJournal(a)))
+	putN(t, s, 0, 2)
+	if err := s.Close(); err != nil { // folds: applied is 2
+		t.Fatal(err)
+	}
+	o := openStore(t, Options{Path: filepath.Join(dir, "other.db"), JournalDir: other, InitialMmapSize: 1 << 20,
+		hooks: &testHooks{noAutoCheckpoint: true}})
+	putN(t, o, 0, 5) // LSNs 1 to 5, unfolded
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wantOpenError(t, testOptions(dir, withJournal(other)), "is not its journal", a)
+	s = openStore(t, testOptions(dir, withJournal(a)))
+	wantKeys(t, s, 2)
+	if _, ok := mustGet(t, s, "b", "k004"); ok {
+		t.Error("a record of the other store leaked in")
+	}
+	s.Close()
+}
+
+// Two open stores cannot share one journal directory: the second is
+// refused while the first holds it, and may open once it is closed.
+func TestJournalDirectoryLocked(t *testing.T) {
+	dir := t.TempDir()
+	shared := filepath.Join(dir, "journal")
+	first := openStore(t, testOptions(dir, withJournal(shared)))
+	second := Options{Path: filepath.Join(dir, "second.db"), JournalDir: shared, InitialMmapSize: 1 << 20}
+	wantOpenError(t, second, "in use by another open store", shared)
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s := openStore(t, second) // a fresh data file, and nothing unfolded in shared
+	s.Close()
+}
+
+// A new data file is refused a journal directory that already holds
+// records: they are another data file's, which still needs them.
+func TestNewDataFileRefusesAnotherJournal(t *testing.T) {
+	dir := t.TempDir()
+	jdir := filepath.Join(dir, "journal")
+	s := openStore(t, testOptions(dir, withJournal(jdir, noAutoCheckpoint)))
+	putN(t, s, 0, 3) // left unfolded: a crash, as far as the journal knows
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	newcomer := Options{Path: filepath.Join(dir, "new.db"), JournalDir: jdir, InitialMmapSize: 1 << 20}
+	wantOpenError(t, newcomer, "holds 3 records, but the data file", "is new")
+	s = openStore(t, testOptions(dir, withJournal(jdir)))
+	wantKeys(t, s, 3)
+	s.Close()
+}
