@@ -44,7 +44,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 			return err
 		}
 	}
-	log.Info("serving", "addr", ln.Addr().String(), "data", cfg.Data)
+	if cfg.JournalDir != "" {
+		log.Info("serving", "addr", ln.Addr().String(), "data", cfg.Data, "journal_dir", cfg.JournalDir)
+	} else {
+		log.Info("serving", "addr", ln.Addr().String(), "data", cfg.Data)
+	}
 	served := make(chan error, 1)
 	go func() { served <- svc.Serve(ln) }()
 	select {
