@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 )
 
 // journalDirKey in the meta bucket is the absolute path of the journal
@@ -108,7 +107,7 @@ func recordsAfter(dir string, applied uint64) (n int, exists bool, err error) {
 			continue
 		}
 		var first uint64
-		if _, err := fmt.Sscanf(strings.TrimSuffix(e.Name(), ".wal"), "%016x", &first); err != nil {
+		if _, err := fmt.Sscanf(e.Name(), "%016x.wal", &first); err != nil {
 			return 0, true, fmt.Errorf("journal segment %s: %w", e.Name(), err)
 		}
 		path := filepath.Join(dir, e.Name())
