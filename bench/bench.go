@@ -29,7 +29,8 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		fmt.Fprintf(cfg.Progress, "guard-bench: "+format+"\n", args...)
 	}
 	rep = &Report{Mode: "in-process", GoVersion: runtime.Version(), GOMAXPROCS: runtime.GOMAXPROCS(0),
-		Conns: cfg.Conns, Duration: Duration(cfg.Duration), Warmup: Duration(cfg.Warmup), Rate: cfg.Rate}
+		Conns: cfg.Conns, Duration: Duration(cfg.Duration), Warmup: Duration(cfg.Warmup), Rate: cfg.Rate,
+		JournalDir: cfg.JournalDir}
 
 	var proc *inProcess
 	addr := ""

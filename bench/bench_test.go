@@ -7,6 +7,8 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -310,6 +312,8 @@ func TestConfigValidate(t *testing.T) {
 		{Config{Phases: []string{"check", "check"}}, `"check" is given twice`},
 		{Config{Phases: []string{"check"}, CPUProfile: io.Discard}, `-profile-phase "spends" is not among -phases check`},
 		{Config{Phases: []string{"balance"}, ProfilePhase: "check", Trace: io.Discard}, "profile a phase that runs"},
+		{Config{Target: "http://127.0.0.1:8080", OwnerKey: "svc_test_owner_x", JournalDir: "/mnt/fast"}, "-journal-dir place the in-process service's files"},
+		{Config{Target: "http://127.0.0.1:8080", OwnerKey: "svc_test_owner_x", DataDir: "/mnt/big"}, "-data-dir and -journal-dir"},
 		{Config{Rate: -5}, "-rate must be a number"},
 		{Config{Rate: math.NaN()}, "-rate must be a number"},
 		{Config{Rate: math.Inf(1)}, "-rate must be a number"},
@@ -468,6 +472,34 @@ func TestReportShowsThePace(t *testing.T) {
 	for _, never := range []string{"paced at", "offered/s", "never sent"} {
 		if strings.Contains(text.String(), never) {
 			t.Errorf("closed-loop report shows %q:\n%s", never, text.String())
+		}
+	}
+}
+
+// The in-process service makes its data directory in DataDir and, with
+// JournalDir, its journal there apart from the data; both go with the run.
+func TestInProcessFilesWhereAsked(t *testing.T) {
+	data, journal := t.TempDir(), t.TempDir()
+	cfg := Config{DataDir: data, JournalDir: journal, IdleTimeout: time.Minute}.WithDefaults()
+	p, err := startInProcess(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(data, "guard-bench-*", "guard.db")); len(m) != 1 {
+		t.Errorf("data files in %s: %v, want one guard.db", data, m)
+	}
+	if m, _ := filepath.Glob(filepath.Join(data, "guard-bench-*", "guard.db.journal")); len(m) != 0 {
+		t.Errorf("a journal beside the data file: %v", m)
+	}
+	if m, _ := filepath.Glob(filepath.Join(journal, "guard-bench-journal-*", "*.wal")); len(m) == 0 {
+		t.Errorf("no journal segment under %s", journal)
+	}
+	if err := p.close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{data, journal} {
+		if left, _ := os.ReadDir(dir); len(left) != 0 {
+			t.Errorf("%s still holds %v after the run", dir, left)
 		}
 	}
 }

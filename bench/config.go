@@ -50,6 +50,13 @@ type Config struct {
 	// Target is the base URL (http://host:port) of a running server. Empty
 	// starts the service in-process on a temporary data directory.
 	Target string
+	// DataDir and JournalDir (in-process only) choose the disks: the
+	// temporary data directory is made in DataDir (empty: the system's
+	// temporary directory), and with JournalDir the service's journal goes
+	// to a temporary directory made there (its journal_dir) instead of
+	// beside the data file. Both are removed after the run.
+	DataDir    string
+	JournalDir string
 	// OwnerKey is one practice owner key of the Target server, or several
 	// separated by commas: an owner may have only a few practice agents,
 	// so a load over many agents needs several owners.
@@ -151,6 +158,9 @@ func (c Config) Validate() error {
 			return errors.New("bench: -owner-key needs -target (in-process runs create their own owners)")
 		}
 		return nil
+	}
+	if c.DataDir != "" || c.JournalDir != "" {
+		return errors.New("bench: -data-dir and -journal-dir place the in-process service's files; a -target server has its own (its data and journal_dir settings)")
 	}
 	u, err := url.Parse(c.Target)
 	if err != nil || u.Scheme != "http" || u.Host == "" || (u.Path != "" && u.Path != "/") {

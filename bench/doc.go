@@ -83,5 +83,6 @@
 // the total. Against a target, spends pay practice money from the owner's
 // pool, which a long run can exhaust: declines then show in the report.
 // Config.CPUProfile and Config.Trace capture one phase (ProfilePhase) for
-// `go tool pprof` and `go tool trace`.
+// `go tool pprof` and `go tool trace`. Config.DataDir and Config.JournalDir
+// choose the disks of the in-process service's data and journal.
 package bench

@@ -21,6 +21,9 @@ type Report struct {
 	Warmup     Duration `json:"warmup"`
 	// Rate is Config.Rate: 0 for a closed loop.
 	Rate float64 `json:"rate,omitempty"`
+	// JournalDir is Config.JournalDir: where the in-process service's
+	// journal went, apart from its data ("" for beside it).
+	JournalDir string `json:"journal_dir,omitempty"`
 	// A phase left out of Config.Phases is zero and left out of the JSON.
 	Spends  PhaseReport `json:"spends,omitzero"`
 	Balance PhaseReport `json:"balance,omitzero"`
@@ -146,6 +149,9 @@ func (r *Report) WriteText(w io.Writer) {
 		r.GoVersion, r.GOMAXPROCS, r.Agents, r.Conns, time.Duration(r.Duration), time.Duration(r.Warmup))
 	if r.Rate > 0 {
 		fmt.Fprintf(w, ", paced at %.0f requests/s (open loop: latency from when each request was due)", r.Rate)
+	}
+	if r.JournalDir != "" {
+		fmt.Fprintf(w, ", journal apart in %s", r.JournalDir)
 	}
 	fmt.Fprintf(w, "\n\n")
 

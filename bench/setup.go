@@ -43,22 +43,37 @@ type agentCred struct {
 
 // inProcess is the service started by the bench itself.
 type inProcess struct {
-	svc    *wire.Service
-	addr   string
-	dir    string
-	served chan error
+	svc     *wire.Service
+	addr    string
+	dir     string
+	journal string // "" when the journal is beside the data file
+	served  chan error
 }
 
 // startInProcess opens the service on a fresh temporary data directory,
 // with the production durability (every acknowledged change fsynced), and
 // serves it on a loopback port.
 func startInProcess(cfg Config) (*inProcess, error) {
-	dir, err := os.MkdirTemp("", "guard-bench-")
+	dir, err := os.MkdirTemp(cfg.DataDir, "guard-bench-")
 	if err != nil {
 		return nil, err
 	}
 	wcfg := wire.Defaults()
 	wcfg.Data = dir
+	var journal string
+	if cfg.JournalDir != "" {
+		if journal, err = os.MkdirTemp(cfg.JournalDir, "guard-bench-journal-"); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		wcfg.JournalDir = journal
+	}
+	removeAll := func() {
+		os.RemoveAll(dir)
+		if journal != "" {
+			os.RemoveAll(journal)
+		}
+	}
 	wcfg.Addr = "127.0.0.1:0"
 	wcfg.IdleTimeout = cfg.IdleTimeout
 	wcfg.PracticePool = benchPool
@@ -67,16 +82,16 @@ func startInProcess(cfg Config) (*inProcess, error) {
 	log := slog.New(slog.NewTextHandler(cfg.Progress, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	svc, err := wire.Open(wcfg, wire.Options{Logger: log})
 	if err != nil {
-		os.RemoveAll(dir)
+		removeAll()
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		_ = svc.Shutdown(context.Background())
-		os.RemoveAll(dir)
+		removeAll()
 		return nil, err
 	}
-	p := &inProcess{svc: svc, addr: ln.Addr().String(), dir: dir, served: make(chan error, 1)}
+	p := &inProcess{svc: svc, addr: ln.Addr().String(), dir: dir, journal: journal, served: make(chan error, 1)}
 	go func() { p.served <- svc.Serve(ln) }()
 	return p, nil
 }
@@ -91,6 +106,11 @@ func (p *inProcess) close() error {
 	}
 	if rerr := os.RemoveAll(p.dir); err == nil {
 		err = rerr
+	}
+	if p.journal != "" {
+		if rerr := os.RemoveAll(p.journal); err == nil {
+			err = rerr
+		}
 	}
 	return err
 }

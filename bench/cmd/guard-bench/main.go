@@ -49,6 +49,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	idleTimeout := fs.Duration("idle-timeout", d.IdleTimeout, "passivation delay of the in-process service")
 	ceiling := fs.Duration("ceiling", d.CeilingDuration, "measured time of each slice of the loopback ceiling (a handler that does nothing), before, between and after the reads; 0 skips")
 	target := fs.String("target", "", "base URL of a running server (http://host:port); empty starts one in-process")
+	dataDir := fs.String("data-dir", "", "where the in-process service's temporary data directory is made (default: the system's temporary directory)")
+	journalDir := fs.String("journal-dir", "", "where the in-process service's temporary journal directory is made, apart from the data (say, on another disk); empty keeps the journal beside the data file")
 	ownerKey := fs.String("owner-key", "", "practice owner key of the -target server, or several separated by commas (each owner may have 5 practice agents)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of one phase (see -profile-phase) to this file")
@@ -63,7 +65,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	cfg := bench.Config{Agents: *agents, Conns: *conns, Duration: *duration, Warmup: *warmup, Rate: *rate,
-		IdleAgents: *idleAgents, IdleTimeout: *idleTimeout, CeilingDuration: *ceiling, Target: *target, OwnerKey: *ownerKey,
+		IdleAgents: *idleAgents, IdleTimeout: *idleTimeout, CeilingDuration: *ceiling, Target: *target, OwnerKey: *ownerKey, DataDir: *dataDir, JournalDir: *journalDir,
 		Seed: *seed, Progress: stderr, ProfilePhase: *profilePhase, Phases: bench.ParsePhases(*phases)}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
