@@ -16,12 +16,15 @@
 //     their first record, each a run of frames: length, CRC-32C (of
 //     length, LSN and record), LSN, and the record in the compact binary
 //     format of EncodeRecord. A segment past 64 MiB (DefaultSegmentSize) is
-//     closed and a new one started.
+//     closed and a new one started. The file STORE_ID names the data file
+//     the journal belongs to, and LOCK is held while a store has it open.
 //   - The bbolt file at Options.Path: the bucket meta holds applied_lsn, the
 //     LSN of the last record folded into the entity buckets, the layout
-//     version, and the journal's directory when it is not beside the file
-//     (Open refuses another directory while that one holds records after
-//     applied_lsn); every other bucket is an entity bucket, the materialized
+//     version, the data file's identity, and the journal's directory when
+//     it is not beside the file. Open refuses a journal directory that does
+//     not name that identity (a journal disk that did not mount), and
+//     another directory while the last one holds records after
+//     applied_lsn; every other bucket is an entity bucket, the materialized
 //     state, "the snapshot", as of applied_lsn.
 //
 // Append queues a record and returns a Ticket at once. A single committer

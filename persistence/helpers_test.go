@@ -265,10 +265,10 @@ func segmentFiles(t testing.TB, path string) []string {
 	return m
 }
 
-// copyStoreImage copies a store's bbolt file and journal files to dst while
-// the store runs, as a crash would leave them: bbolt first, so the journal
-// copy holds everything after the copied applied_lsn (no checkpoint may
-// delete segments meanwhile).
+// copyStoreImage copies a store's bbolt file and journal files (segments and
+// the data file's identity) to dst while the store runs, as a crash would
+// leave them: bbolt first, so the journal copy holds everything after the
+// copied applied_lsn (no checkpoint may delete segments meanwhile).
 func copyStoreImage(t testing.TB, s *Store, dst string) {
 	t.Helper()
 	if err := s.db.View(func(tx *bolt.Tx) error { return tx.CopyFile(dst, 0o600) }); err != nil {
@@ -277,7 +277,7 @@ func copyStoreImage(t testing.TB, s *Store, dst string) {
 	if err := os.MkdirAll(journalDir(dst), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range segmentFiles(t, s.opts.Path) {
+	for _, p := range append(segmentFiles(t, s.opts.Path), filepath.Join(journalDir(s.opts.Path), storeIDName)) {
 		data, err := os.ReadFile(p)
 		if err != nil {
 			t.Fatal(err)

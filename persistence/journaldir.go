@@ -1,10 +1,13 @@
 package persistence
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // journalDirKey in the meta bucket is the absolute path of the journal
@@ -12,6 +15,86 @@ import (
 // default place beside it (Path+".journal"); without the key, the journal
 // was beside it.
 var journalDirKey = []byte("journal_dir")
+
+// storeIDKey in the meta bucket is the data file's identity, and the file
+// storeIDName in its journal directory names the data file the journal
+// belongs to. Open refuses a journal directory without it (or with
+// another identity): a journal disk that did not mount, or a journal
+// directory removed, leaves an empty directory that would otherwise pass
+// for a fresh journal, and the changes in the real one would be lost.
+var storeIDKey = []byte("store_id")
+
+const storeIDName = "STORE_ID"
+
+func newStoreID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
+}
+
+// readStoreID returns the identity recorded in journal directory dir, ""
+// when there is none.
+func readStoreID(dir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, storeIDName))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("journal directory %s: %w", dir, err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// writeStoreID records id in journal directory dir, durably (written
+// aside, synced, renamed, directory synced) before the data file records
+// it: a crash in between leaves an identity the data file does not have
+// yet, which the next open replaces.
+func writeStoreID(dir, id string) error {
+	tmp := filepath.Join(dir, storeIDName+".tmp")
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(id + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, storeIDName))
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("journal directory %s: recording the data file's identity: %w", dir, err)
+	}
+	return nil
+}
+
+// checkStoreID refuses journal directory dir unless it names the data
+// file's identity id (set: the data file has opened a journal before).
+// A directory without one is accepted only when the journal just moved
+// there (checkJournalMove passed: nothing is left behind).
+func checkStoreID(dataPath, dir, id string, moved bool) error {
+	got, err := readStoreID(dir)
+	if err != nil {
+		return fmt.Errorf("persistence: %w", err)
+	}
+	switch {
+	case got == id:
+		return nil
+	case got != "":
+		return fmt.Errorf("persistence: journal directory %s belongs to another data file (its %s file names %s; %s is %s); point the journal directory at this data file's journal",
+			dir, storeIDName, got, dataPath, id)
+	case moved:
+		return nil
+	}
+	return fmt.Errorf("persistence: journal directory %s is not the journal of %s (it has no %s file naming %s): is its disk mounted, or was it removed? Changes acknowledged but not yet folded into the data file are only there. Point the journal directory at it; if it is lost for good, and those changes with it, write %s into %s to start a new journal",
+		dir, dataPath, storeIDName, id, id, filepath.Join(dir, storeIDName))
+}
 
 // absDir is dir made absolute and clean, so that two spellings of one
 // directory compare equal.

@@ -188,3 +188,83 @@ func TestNewDataFileRefusesAnotherJournal(t *testing.T) {
 	wantKeys(t, s, 3)
 	s.Close()
 }
+
+// A journal directory that is not the data file's journal (its disk not
+// mounted, or the directory removed, leaving it empty) is refused, beside
+// the data file or apart, until it is this journal again; writing the
+// identity by hand, as the message says, starts a new journal.
+func TestJournalWithoutItsIdentityRefused(t *testing.T) {
+	dir := t.TempDir()
+	jdir := filepath.Join(dir, "mnt", "journal")
+	for _, tc := range []struct {
+		name    string
+		journal string
+		opts    Options
+	}{
+		{"apart", jdir, testOptions(dir, withJournal(jdir, noAutoCheckpoint))},
+		{"beside", journalDir(filepath.Join(dir, "beside.db")), Options{Path: filepath.Join(dir, "beside.db"), InitialMmapSize: 1 << 20,
+			hooks: &testHooks{noAutoCheckpoint: true}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openStore(t, tc.opts)
+			putN(t, s, 0, 3)
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			// The disk did not mount: an empty directory in its place.
+			if err := os.Rename(tc.journal, tc.journal+".unmounted"); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.MkdirAll(tc.journal, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			wantOpenError(t, tc.opts, "is not the journal of", "is its disk mounted")
+			// Mounted again: the journal and its records are back.
+			if err := os.RemoveAll(tc.journal); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(tc.journal+".unmounted", tc.journal); err != nil {
+				t.Fatal(err)
+			}
+			s = openStore(t, tc.opts)
+			wantKeys(t, s, 3)
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			// Lost for good: the operator writes the identity, as told.
+			id, err := readStoreID(tc.journal)
+			if err != nil || id == "" {
+				t.Fatalf("identity %q, %v", id, err)
+			}
+			if err := os.RemoveAll(tc.journal); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.MkdirAll(tc.journal, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(tc.journal, storeIDName), []byte(id+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s = openStore(t, tc.opts)
+			s.Close()
+		})
+	}
+}
+
+// A journal directory naming another data file is refused even where the
+// journal may otherwise move.
+func TestJournalOfAnotherIdentityRefused(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	s := openStore(t, testOptions(dir, withJournal(a)))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(b, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeStoreID(b, newStoreID()); err != nil {
+		t.Fatal(err)
+	}
+	wantOpenError(t, testOptions(dir, withJournal(b)), "belongs to another data file")
+}

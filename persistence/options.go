@@ -46,9 +46,11 @@ const (
 // waits behind those pages (on the reference machine, nine in ten spends
 // slower than 10 ms overlapped a checkpoint). Open records where the
 // journal is, and refuses a directory that cannot be this data file's
-// journal: another one while the last still holds records not yet folded
-// (checkJournalMove), one that holds records for a new data file
-// (checkFreshJournal), and one another open store holds (lockDir).
+// journal: one that does not name the data file's identity, as an
+// unmounted disk would not (checkStoreID), another one while the last
+// still holds records not yet folded (checkJournalMove), one that holds
+// records for a new data file (checkFreshJournal), and one another open
+// store holds (lockDir).
 type Options struct {
 	Path               string          // bbolt file; required
 	JournalDir         string          // directory of the journal's segment files; default Path+".journal" (see above)

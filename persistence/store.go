@@ -185,6 +185,7 @@ func (s *Store) recover() error {
 	var format byte
 	var lastDir string // where the journal was at the last open; "" before the key existed
 	var fresh bool     // the data file is new: nothing was ever folded into it
+	var storeID string // the data file's identity; "" until a journal recorded it
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		fresh = tx.Bucket([]byte(metaBucket)) == nil && tx.Bucket([]byte(journalBucket)) == nil
 		m, err := tx.CreateBucketIfNotExists([]byte(metaBucket))
@@ -192,6 +193,7 @@ func (s *Store) recover() error {
 			return err
 		}
 		lastDir = string(m.Get(journalDirKey))
+		storeID = string(m.Get(storeIDKey))
 		switch v := m.Get(formatKey); {
 		case v == nil:
 			if tx.Bucket([]byte(journalBucket)) != nil {
@@ -251,6 +253,11 @@ func (s *Store) recover() error {
 			return err
 		}
 	}
+	if storeID != "" {
+		if err := checkStoreID(s.opts.Path, dir, storeID, moved); err != nil {
+			return err
+		}
+	}
 	w, recs, err := openWAL(dir, segSize, s.log, applied)
 	if err != nil {
 		return fmt.Errorf("persistence: open journal of %s: %w", s.opts.Path, err)
@@ -278,11 +285,25 @@ func (s *Store) recover() error {
 	if err := w.restart(applied); err != nil {
 		return fmt.Errorf("persistence: open journal of %s: %w", s.opts.Path, err)
 	}
-	if record != lastDir {
+	newID := storeID == ""
+	if newID {
+		storeID = newStoreID()
+	}
+	if newID || moved {
+		// The journal directory names the data file before the data file
+		// records its identity (see writeStoreID).
+		if err := writeStoreID(dir, storeID); err != nil {
+			return fmt.Errorf("persistence: open %s: %w", s.opts.Path, err)
+		}
+	}
+	if record != lastDir || newID {
 		// Recorded once the journal is open in dir; a crash before this
 		// leaves prev folded, which the next open accepts as a move again.
 		err := s.db.Update(func(tx *bolt.Tx) error {
 			m := tx.Bucket([]byte(metaBucket))
+			if err := m.Put(storeIDKey, []byte(storeID)); err != nil {
+				return err
+			}
 			if record == "" {
 				return m.Delete(journalDirKey)
 			}

@@ -232,19 +232,19 @@ func TestSegmentsDeletedAfterCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The folded segments were retired (renamed) by the checkpoint and
-	// removed by Close at the latest; the lock file stays.
+	// removed by Close at the latest; the lock and identity files stay.
 	entries, err := os.ReadDir(journalDir(opts.Path))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var names []string
 	for _, e := range entries {
-		if e.Name() != journalLockName {
+		if e.Name() != journalLockName && e.Name() != storeIDName {
 			names = append(names, e.Name())
 		}
 	}
 	if len(names) != 1 || names[0] != filepath.Base(left[0]) {
-		t.Fatalf("after Close the journal directory holds %v besides its lock file, want only %s", names, filepath.Base(left[0]))
+		t.Fatalf("after Close the journal directory holds %v besides its lock and identity files, want only %s", names, filepath.Base(left[0]))
 	}
 	s = openStore(t, opts)
 	defer s.Close()
