@@ -186,12 +186,12 @@ func recordsAfter(dir string, applied uint64) (n int, exists bool, err error) {
 		return 0, false, err
 	}
 	for _, e := range entries {
-		if !e.Type().IsRegular() || !segmentName.MatchString(e.Name()) {
-			continue
+		first, ok, err := segmentFirst(e)
+		if err != nil {
+			return 0, true, err
 		}
-		var first uint64
-		if _, err := fmt.Sscanf(e.Name(), "%016x.wal", &first); err != nil {
-			return 0, true, fmt.Errorf("journal segment %s: %w", e.Name(), err)
+		if !ok {
+			continue
 		}
 		path := filepath.Join(dir, e.Name())
 		data, err := os.ReadFile(path)

@@ -38,6 +38,18 @@ const (
 
 var segmentName = regexp.MustCompile(`^[0-9a-f]{16}\.wal$`)
 
+// segmentFirst reads the LSN of the first record of the segment file e
+// from its name; ok is false for anything that is not a segment file.
+func segmentFirst(e os.DirEntry) (first uint64, ok bool, err error) {
+	if !e.Type().IsRegular() || !segmentName.MatchString(e.Name()) {
+		return 0, false, nil
+	}
+	if _, err := fmt.Sscanf(e.Name(), "%016x.wal", &first); err != nil {
+		return 0, false, fmt.Errorf("journal segment %s: %w", e.Name(), err)
+	}
+	return first, true, nil
+}
+
 // A folded segment is not unlinked in one go. Unlinking a 64 MiB file frees
 // all of its blocks in one file system transaction, and where freed blocks
 // are discarded (ext4 mounted with discard), the journal's next fdatasync
@@ -231,12 +243,12 @@ func readWAL(dir string, segSize int64, log *slog.Logger, applied uint64) (*wal,
 			}
 			continue
 		}
-		if !e.Type().IsRegular() || !segmentName.MatchString(e.Name()) {
-			continue
+		first, ok, err := segmentFirst(e)
+		if err != nil {
+			return nil, nil, err
 		}
-		var first uint64
-		if _, err := fmt.Sscanf(e.Name(), "%016x.wal", &first); err != nil {
-			return nil, nil, fmt.Errorf("journal segment %s: %w", e.Name(), err)
+		if !ok {
+			continue
 		}
 		w.segs = append(w.segs, walSegment{first: first, path: filepath.Join(dir, e.Name())})
 	}
