@@ -154,7 +154,7 @@ func (a *agentActor) changeAgent(m *agentAction) {
 				d := detail
 				sp.PauseDetail = &d
 				sp.UpdatedAt = now
-				c.putRaw(bSpends, []byte(sp.ID), mustJSON(sp))
+				c.putRaw(bSpends, []byte(sp.ID), spendJSON(sp))
 				c.spends = append(c.spends, sp.ID)
 			}
 		}
@@ -165,13 +165,13 @@ func (a *agentActor) changeAgent(m *agentAction) {
 			a.env.state.Held = a.env.state.Held.Sub(sp.Amount)
 			sp.Cancel(now)
 			sp.Message = "The owner archived the agent; nothing was paid and the allowance was released."
-			c.putRaw(bSpends, []byte(sp.ID), mustJSON(sp))
+			c.putRaw(bSpends, []byte(sp.ID), spendJSON(sp))
 			c.del(bActive, join(a.id, sp.ID))
 			c.spends = append(c.spends, sp.ID)
 			c.event(a.env, a.id, sp.Status.EventType(), spendRef(sp), audienceBoth, now)
 			a.sys.timers.cancel(sp.ID)
 		}
-		c.put(bLedgers, []byte(a.id), a.ledger.Counters())
+		c.putLedger([]byte(a.id), &a.ledger)
 		a.env.state.ActiveAgents--
 		a.env.state.ArchivedAgents++
 		c.putRaw(bOwnerAgents, join(ag.OwnerID, string(EnvOf(ag.Livemode)), ag.ID), []byte(AgentArchived))

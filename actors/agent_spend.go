@@ -296,7 +296,7 @@ func (a *agentActor) create(m *createSpend) {
 		a.ledger.Reserve(sp, now)
 		a.env.state.Held = a.env.state.Held.Add(sp.Amount)
 		a.active[id] = sp
-		c.putRaw(bActive, join(a.id, id), activeValue(sp))
+		c.putActive(join(a.id, id), sp)
 	}
 	switch sp.Status {
 	case policy.StatusPendingApproval:
@@ -304,12 +304,12 @@ func (a *agentActor) create(m *createSpend) {
 	default:
 		c.event(a.env, a.id, sp.Status.EventType(), spendRef(sp), audienceBoth, now)
 	}
-	body := mustJSON(sp)
+	body := spendJSON(sp)
 	c.putRaw(bSpends, []byte(id), body)
 	c.putRaw(bAgentSpends, join(a.id, id), nil)
 	c.putRaw(bEnvSpends, join(a.agent.OwnerID, string(EnvOf(a.agent.Livemode)), id), []byte(a.id))
-	c.put(bIdem, join(a.id, in.IdempotencyKey), idemRecord{SpendID: id, Fingerprint: fp, CreatedAt: now})
-	c.put(bLedgers, []byte(a.id), a.ledger.Counters())
+	c.putIdem(join(a.id, in.IdempotencyKey), &idemRecord{SpendID: id, Fingerprint: fp, CreatedAt: now})
+	c.putLedger([]byte(a.id), &a.ledger)
 	t := a.sys.commit(a.gen, a.env, c)
 	a.env.mu.Unlock()
 
@@ -416,9 +416,9 @@ func (a *agentActor) applyRail(ctx actor.Context, m *railResult) {
 		sp.Fail(o, now)
 		c.event(a.env, a.id, sp.Status.EventType(), spendRef(sp), audienceBoth, now)
 	}
-	body := mustJSON(sp)
+	body := spendJSON(sp)
 	c.putRaw(bSpends, []byte(sp.ID), body)
-	c.put(bLedgers, []byte(a.id), a.ledger.Counters())
+	c.putLedger([]byte(a.id), &a.ledger)
 	if sp.Status.Terminal() {
 		c.del(bActive, join(a.id, sp.ID))
 	}
@@ -490,7 +490,7 @@ func (a *agentActor) settle(c *change, sp *policy.Spend, o policy.RailOutcome, n
 		rid = ""
 	} else {
 		a.env.state.ReceiptChain = chainHash(jws)
-		c.put(bReceipts, []byte(rid), Receipt{ID: rid, Object: "receipt", SpendID: sp.ID, AgentID: a.id,
+		c.putReceipt([]byte(rid), &Receipt{ID: rid, Object: "receipt", SpendID: sp.ID, AgentID: a.id,
 			OwnerID: a.agent.OwnerID, Livemode: sp.Livemode, JWS: jws, KeyID: kid, CreatedAt: now})
 	}
 	a.ledger.Settle(sp.ID, price, now)
@@ -527,10 +527,10 @@ func (a *agentActor) cancel(m *cancelSpend) {
 	}
 	sp.Cancel(now)
 	c.event(a.env, a.id, sp.Status.EventType(), spendRef(sp), audienceBoth, now)
-	body := mustJSON(sp)
+	body := spendJSON(sp)
 	c.putRaw(bSpends, []byte(sp.ID), body)
 	c.del(bActive, join(a.id, sp.ID))
-	c.put(bLedgers, []byte(a.id), a.ledger.Counters())
+	c.putLedger([]byte(a.id), &a.ledger)
 	t := a.sys.commit(a.gen, a.env, c)
 	a.env.mu.Unlock()
 	delete(a.active, sp.ID)
@@ -585,10 +585,10 @@ func (a *agentActor) expire(spendID string) {
 	a.env.state.Held = a.env.state.Held.Sub(sp.Amount)
 	sp.Expire(now)
 	c.event(a.env, a.id, sp.Status.EventType(), spendRef(sp), audienceBoth, now)
-	body := mustJSON(sp)
+	body := spendJSON(sp)
 	c.putRaw(bSpends, []byte(sp.ID), body)
 	c.del(bActive, join(a.id, sp.ID))
-	c.put(bLedgers, []byte(a.id), a.ledger.Counters())
+	c.putLedger([]byte(a.id), &a.ledger)
 	t := a.sys.commit(a.gen, a.env, c)
 	a.env.mu.Unlock()
 	delete(a.active, sp.ID)
@@ -605,8 +605,4 @@ type activeRecord struct {
 	Nonce      string          `json:"nonce"`
 	PolicyHash string          `json:"policy_hash"`
 	Warning    *policy.Warning `json:"warning,omitempty"`
-}
-
-func activeValue(sp *policy.Spend) []byte {
-	return mustJSON(activeRecord{Nonce: sp.Nonce, PolicyHash: sp.PolicyHash, Warning: sp.Warning})
 }

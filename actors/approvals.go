@@ -128,9 +128,9 @@ func (a *agentActor) decide(m *decideApproval) {
 		c.del(bActive, join(a.id, sp.ID))
 	}
 	c.event(a.env, a.id, sp.Status.EventType(), spendRef(sp), audienceBoth, now)
-	body := mustJSON(sp)
+	body := spendJSON(sp)
 	c.putRaw(bSpends, []byte(sp.ID), body)
-	c.put(bLedgers, []byte(a.id), a.ledger.Counters())
+	c.putLedger([]byte(a.id), &a.ledger)
 	t := a.sys.commit(a.gen, a.env, c)
 	a.env.mu.Unlock()
 	a.sys.timers.cancel(sp.ID)

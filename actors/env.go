@@ -142,6 +142,9 @@ type change struct {
 	ops    []persistence.Op
 	events []StoredEvent
 	spends []string // spends whose state changes, for watchers
+	// buf holds the values encoded by hand (see appendTo), nil until the
+	// first one.
+	buf *[]byte
 }
 
 func (c *change) put(bucket string, key []byte, v any) {
@@ -167,7 +170,8 @@ func (c *change) event(e *envLedger, agentID, typ string, obj any, audience []st
 	ev := StoredEvent{Event: Event{ID: NewID("evt", now), Object: "event", Type: typ, APIVersion: APIVersion,
 		Created: now.UTC(), Livemode: e.state.Env.Livemode(), Sequence: e.state.Sequence, AgentID: agentID,
 		Data: EventData{Object: obj}}, AudienceList: audience, OwnerID: e.state.OwnerID}
-	c.put(bEvents, seqKey(prefixOf(e.state.OwnerID, string(e.state.Env)), ev.Sequence), ev)
+	c.appendTo(bEvents, seqKey(prefixOf(e.state.OwnerID, string(e.state.Env)), ev.Sequence),
+		func(b []byte) []byte { return appendStoredEvent(b, &ev) })
 	c.putRaw(bEventIDs, []byte(ev.ID), seqKey(nil, ev.Sequence))
 	c.events = append(c.events, ev)
 }
@@ -177,10 +181,11 @@ func (c *change) event(e *envLedger, agentID, typ string, obj any, audience []st
 // sequence order.
 func (s *System) commit(gen uint64, e *envLedger, c *change) *persistence.Ticket {
 	if e != nil {
-		c.put(bEnvs, e.key, e.state)
+		c.putEnvState(e.key, &e.state)
 		e.commits++
 	}
 	t := s.store.Append(gen, persistence.Record{Ops: c.ops})
+	c.release()
 	if e != nil {
 		st := e.state
 		e.appended(t, &st)

@@ -24,3 +24,23 @@ func SlowViewPublication(d time.Duration) (restore func()) {
 	publishDelay.Store(int64(d))
 	return func() { publishDelay.Store(0) }
 }
+
+// The hand-written encoders of the stored forms, for the test that holds
+// them to encoding/json.
+var (
+	AppendEnvState    = appendEnvState
+	AppendReceipt     = appendReceipt
+	AppendStoredEvent = appendStoredEvent
+	AppendSpendRef    = appendSpendRef
+)
+
+// IdemRecord and ActiveRecord expose the unexported stored forms.
+type (
+	IdemRecord   = idemRecord
+	ActiveRecord = activeRecord
+)
+
+var (
+	AppendIdemRecord   = appendIdemRecord
+	AppendActiveRecord = appendActiveRecord
+)

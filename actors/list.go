@@ -172,7 +172,7 @@ func (s *System) ListSpends(p Principal, q ListParams) (Page, error) {
 		}
 		if utf8.RuneCountInString(sp.Memo) > ListMemoLength {
 			sp.Memo = string([]rune(sp.Memo)[:ListMemoLength])
-			raw = mustJSON(&sp)
+			raw = spendJSON(&sp)
 		}
 		return raw, sp.CreatedAt, true, nil
 	}

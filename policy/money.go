@@ -465,6 +465,12 @@ func (a Amount) MarshalText() ([]byte, error) {
 	return []byte(a.String()), nil
 }
 
+// AppendText appends the text MarshalText returns, without a copy of its
+// own: the hand-written encoders of the spend path write amounts with it.
+func (a Amount) AppendText(b []byte) ([]byte, error) {
+	return a.d.Append(b, 'f'), nil
+}
+
 // maxStoredAmountLen bounds the text UnmarshalText will look at. A value with
 // arithPrecision digits, a sign and a point is far below it.
 const maxStoredAmountLen = 64

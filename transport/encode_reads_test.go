@@ -2,7 +2,6 @@ package transport
 
 import (
 	"bytes"
-	"encoding/json"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -106,25 +105,6 @@ func TestHandWrittenAnswersMatchEncoder(t *testing.T) {
 		got = answered(func(ctx *fasthttp.RequestCtx) { writeCheck(ctx, reqID, &r) })
 		if !bytes.Equal(got, want) {
 			t.Fatalf("seed %d: check\nencoder: %s\nby hand: %s", seed, want, got)
-		}
-	}
-}
-
-// appendJSONString escapes as encoding/json does.
-func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
-	rnd := rand.New(rand.NewPCG(11, 13))
-	// Every byte value, alone and between plain text, then random text.
-	var texts []string
-	for c := 0; c < 256; c++ {
-		texts = append(texts, string([]byte{byte(c)}), "ab"+string([]byte{byte(c)})+"cd")
-	}
-	for i := 0; i < 5000; i++ {
-		texts = append(texts, randomText(rnd))
-	}
-	for _, s := range texts {
-		want, _ := json.Marshal(s)
-		if got := appendJSONString(nil, s); !bytes.Equal(got, want) {
-			t.Fatalf("%q: got %s, encoding/json %s", s, got, want)
 		}
 	}
 }

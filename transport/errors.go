@@ -6,6 +6,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/agentpay/guard/actors"
+	"github.com/agentpay/guard/internal/fastjson"
 )
 
 // Error codes of the transport itself (the actors define the rest).
@@ -102,23 +103,23 @@ func writeError(ctx *fasthttp.RequestCtx, reqID string, e *apiError) {
 	}
 	b := make([]byte, 0, 256)
 	b = append(b, `{"error":{"type":`...)
-	b = appendJSONString(b, cls.typ)
+	b = fastjson.AppendString(b, cls.typ)
 	b = append(b, `,"code":`...)
-	b = appendJSONString(b, e.code)
+	b = fastjson.AppendString(b, e.code)
 	b = append(b, `,"message":`...)
-	b = appendJSONString(b, e.message)
+	b = fastjson.AppendString(b, e.message)
 	b = append(b, `,"param":`...)
 	if e.param == "" {
 		b = append(b, "null"...)
 	} else {
-		b = appendJSONString(b, e.param)
+		b = fastjson.AppendString(b, e.param)
 	}
 	if e.changedFields != nil {
 		b = append(b, `,"changed_fields":`...)
-		b = appendJSONStrings(b, e.changedFields)
+		b = fastjson.AppendStrings(b, e.changedFields)
 	}
 	b = append(b, `},"request_id":`...)
-	b = appendJSONString(b, reqID)
+	b = fastjson.AppendString(b, reqID)
 	b = append(b, '}')
 	ctx.SetBody(b)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/agentpay/guard/actors"
+	"github.com/agentpay/guard/internal/fastjson"
 	"github.com/agentpay/guard/policy"
 )
 
@@ -100,7 +101,7 @@ func writeList(c *call, url string, page actors.Page) {
 	b = append(b, `],"has_more":`...)
 	b = strconv.AppendBool(b, page.HasMore)
 	b = append(b, `,"url":`...)
-	b = appendJSONString(b, url)
+	b = fastjson.AppendString(b, url)
 	b = append(b, '}')
 	writeObject(c.ctx, fasthttp.StatusOK, c.reqID, b, nil)
 }
