@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentpay/guard/actors"
+	"github.com/agentpay/guard/internal/histogram"
 	"github.com/agentpay/guard/persistence"
 )
 
@@ -131,8 +132,9 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 			}
 		}
 		var (
-			stats [2]persistence.Stats
-			cpu   cpuWindow
+			stats   [2]persistence.Stats
+			commits [2]*histogram.Histogram
+			cpu     cpuWindow
 		)
 		mark := func(open bool) {
 			cpu.mark(open)
@@ -142,12 +144,13 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 			}
 			if proc != nil {
 				stats[i] = proc.svc.Store().Stats()
+				commits[i] = proc.svc.Store().CommitDurations()
 			}
 		}
 		*p.out = runPhase(ctx, addr, cfg, run, agents, p.ph, p.seed, mark)
 		cpu.fill(p.out)
 		if proc != nil && stats[1].Commits > 0 {
-			p.out.Journal = journalOf(stats[0], stats[1], p.out.Seconds)
+			p.out.Journal = journalOf(stats[0], stats[1], commits[1].Since(commits[0]), p.out.Seconds)
 		}
 		if profiling {
 			pprof.StopCPUProfile()
@@ -187,11 +190,15 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	return rep, nil
 }
 
-func journalOf(a, b persistence.Stats, secs float64) *JournalReport {
+// journalOf is the journal's work between the store's counters a and b,
+// with the durations of the group commits that window made.
+func journalOf(a, b persistence.Stats, commits *histogram.Histogram, secs float64) *JournalReport {
 	j := &JournalReport{Commits: b.Commits - a.Commits, Records: b.Records - a.Records,
-		Checkpoints: b.Checkpoints - a.Checkpoints, Failures: b.Failures - a.Failures, MaxBatch: b.MaxBatch}
+		Checkpoints: b.Checkpoints - a.Checkpoints, Failures: b.Failures - a.Failures, MaxBatch: b.MaxBatch,
+		CommitTime: latencyOf(commits)}
 	if secs > 0 {
 		j.CommitsPerSecond = float64(j.Commits) / secs
+		j.CommitBusy = commits.Sum().Seconds() / secs
 	}
 	if j.Commits > 0 {
 		j.RecordsPerCommit = float64(j.Records) / float64(j.Commits)

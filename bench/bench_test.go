@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"github.com/agentpay/guard/actors"
+	"github.com/agentpay/guard/internal/histogram"
+	"github.com/agentpay/guard/persistence"
 )
 
 // TestRunInProcess runs the whole bench briefly and checks that the report
@@ -43,6 +44,8 @@ func TestRunInProcess(t *testing.T) {
 	}
 	if s.Journal == nil || s.Journal.Records == 0 {
 		t.Errorf("journal report missing or empty: %+v", s.Journal)
+	} else if ct := s.Journal.CommitTime; ct.P50 <= 0 || ct.P99 < ct.P50 || ct.Max < ct.P99 || s.Journal.CommitBusy <= 0 {
+		t.Errorf("commit durations missing or out of order: %+v, committing %.2f of the window", ct, s.Journal.CommitBusy)
 	}
 	c := rep.Ceiling
 	if c == nil || len(c.Slices) != 3 {
@@ -190,38 +193,6 @@ func TestTenthOf(t *testing.T) {
 		{9999 * time.Millisecond, 9}, {10 * time.Second, 9}} {
 		if got := tenthOf(start.Add(c.at), start, end); got != c.want {
 			t.Errorf("%v into the window: tenth %d, want %d", c.at, got, c.want)
-		}
-	}
-}
-
-// TestHistogramQuantiles compares the histogram with exact order
-// statistics of random latencies: each percentile within 1%, never below.
-func TestHistogramQuantiles(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	h := NewHistogram()
-	var vals []time.Duration
-	for range 100000 {
-		// Log-uniform from 1 µs to 10 s: every bucket scale gets values.
-		d := time.Duration(float64(time.Microsecond) * math.Pow(10, rng.Float64()*7))
-		vals = append(vals, d)
-		h.Record(d)
-	}
-	slices.Sort(vals)
-	for _, q := range []float64{0.001, 0.5, 0.9, 0.99, 0.999, 1} {
-		exact := vals[max(int(q*float64(len(vals))+0.5), 1)-1]
-		got := h.Quantile(q)
-		if got < exact || float64(got-exact) > 0.01*float64(exact) {
-			t.Errorf("q%.3f = %v, exact %v", q, got, exact)
-		}
-	}
-	if h.Max() != vals[len(vals)-1] || h.Count() != uint64(len(vals)) {
-		t.Errorf("max %v count %d, want %v %d", h.Max(), h.Count(), vals[len(vals)-1], len(vals))
-	}
-	// Bucket bounds tile the value range without gaps or overlaps.
-	for v := uint64(0); v < 1<<20; v += 1 + v/300 {
-		i := bucketOf(v)
-		if time.Duration(v) > bucketHigh(i) || (i > 0 && time.Duration(v) <= bucketHigh(i-1)) {
-			t.Fatalf("value %d in bucket %d [.., %v], previous ends %v", v, i, bucketHigh(i), bucketHigh(i-1))
 		}
 	}
 }
@@ -501,5 +472,36 @@ func TestInProcessFilesWhereAsked(t *testing.T) {
 		if left, _ := os.ReadDir(dir); len(left) != 0 {
 			t.Errorf("%s still holds %v after the run", dir, left)
 		}
+	}
+}
+
+// TestJournalOfAWindow builds the journal report of a window from the
+// store's counters and commit durations at its two ends.
+func TestJournalOfAWindow(t *testing.T) {
+	before := histogram.New()
+	before.Record(50 * time.Millisecond) // a slow commit before the window: not its
+	open := before.Clone()
+	for range 300 {
+		before.Record(time.Millisecond)
+	}
+	before.Record(4 * time.Millisecond)
+	a := persistence.Stats{Commits: 10, Records: 100, Checkpoints: 1, MaxBatch: 20}
+	b := persistence.Stats{Commits: 311, Records: 3100, Checkpoints: 4, Failures: 1, MaxBatch: 30}
+	j := journalOf(a, b, before.Since(open), 2)
+	want := JournalReport{Commits: 301, Records: 3000, CommitsPerSecond: 150.5, RecordsPerCommit: 3000.0 / 301,
+		Checkpoints: 3, Failures: 1, MaxBatch: 30}
+	ct, busy := j.CommitTime, j.CommitBusy
+	j.CommitTime, j.CommitBusy = LatencyReport{}, 0
+	if *j != want {
+		t.Errorf("counters %+v, want %+v", *j, want)
+	}
+	// 304 ms of commits in a 2 s window. Percentiles are the upper bounds
+	// of 1%-wide buckets; the mean is exact to the nanosecond.
+	if math.Abs(busy-0.152) > 1e-9 {
+		t.Errorf("committing %.4f of the window, want 0.152", busy)
+	}
+	within := func(got float64, want float64) bool { return got >= want && got <= want*1.01 }
+	if !within(ct.P50, 1) || !within(ct.P99, 1) || !within(ct.Max, 4) || math.Abs(ct.Mean-304.0/301) > 1e-6 {
+		t.Errorf("commit durations %+v, want p50 and p99 1 ms, max 4 ms, mean %.3f ms", ct, 304.0/301)
 	}
 }

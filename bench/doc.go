@@ -70,9 +70,11 @@
 // service that slows as it runs is not averaged into a steady figure.
 //
 // In-process, the report also shows what the journal did during the spends
-// window (group commits per second, records per commit) and the CPU the
-// process used, in percent of one core: together they tell whether a run
-// was bound by the disk, by the CPU, or by neither (waiting somewhere).
+// window (group commits per second, records per commit, the distribution
+// of the commits' durations and the share of the window spent committing)
+// and the CPU the process used, in percent of one core: together they tell
+// whether a run was bound by the disk, by the CPU, or by neither (waiting
+// somewhere).
 // The load average as each window opened is printed too: other work on
 // the machine skews every number.
 //

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/agentpay/guard/internal/histogram"
 )
 
 // phase is one kind of request the workers send in a loop.
@@ -31,7 +33,7 @@ type worker struct {
 	body     []byte
 	key      []byte
 	req      requestBuilder
-	hist     *Histogram
+	hist     *histogram.Histogram
 	answered int64
 	ok       int64
 	statuses map[string]int64
@@ -89,7 +91,7 @@ func tenthOf(at, start, end time.Time) int {
 
 func newWorker(id int, run string, seed uint64, agents []agentCred) *worker {
 	return &worker{id: id, run: run, rng: rand.New(rand.NewPCG(seed, uint64(id))), agents: agents,
-		hist: NewHistogram(), statuses: map[string]int64{}, declines: map[string]int64{}, errs: map[string]int64{}}
+		hist: histogram.New(), statuses: map[string]int64{}, declines: map[string]int64{}, errs: map[string]int64{}}
 }
 
 // agent picks the agent of the next request, uniformly.
@@ -193,7 +195,7 @@ func runPhase(ctx context.Context, addr string, cfg Config, run string, agents [
 		}()
 	}
 	wg.Wait()
-	total := &worker{hist: NewHistogram(), statuses: map[string]int64{}, declines: map[string]int64{}, errs: map[string]int64{}}
+	total := &worker{hist: histogram.New(), statuses: map[string]int64{}, declines: map[string]int64{}, errs: map[string]int64{}}
 	for _, w := range workers {
 		total.hist.Merge(w.hist)
 		total.answered += w.answered

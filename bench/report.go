@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/agentpay/guard/internal/histogram"
 )
 
 // Report is the outcome of a run; its JSON form is the -json output.
@@ -108,6 +110,13 @@ type JournalReport struct {
 	Failures         uint64  `json:"failures"`
 	// MaxBatch is the largest group commit since the service started.
 	MaxBatch int `json:"max_batch"`
+	// CommitTime is the distribution of the window's group commits'
+	// durations (a batch's write and fdatasync): how the disk answered
+	// under this load. CommitBusy is their sum over the window's length,
+	// the share of the window in which the journal was committing; near 1
+	// the journal, one commit at a time, is what every spend waits for.
+	CommitTime LatencyReport `json:"commit_time"`
+	CommitBusy float64       `json:"commit_busy"`
 }
 
 // LatencyReport is the distribution of answered requests' latencies, in
@@ -123,7 +132,7 @@ type LatencyReport struct {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-func latencyOf(h *Histogram) LatencyReport {
+func latencyOf(h *histogram.Histogram) LatencyReport {
 	return LatencyReport{Mean: ms(h.Mean()), P50: ms(h.Quantile(0.50)), P90: ms(h.Quantile(0.90)),
 		P99: ms(h.Quantile(0.99)), P999: ms(h.Quantile(0.999)), Max: ms(h.Max())}
 }
@@ -171,6 +180,9 @@ func (r *Report) WriteText(w io.Writer) {
 		if j := s.Journal; j != nil {
 			fmt.Fprintf(w, "  journal           %d group commits (%.0f/s, %.1f records each, largest %d), %d checkpoint steps, %d failures\n",
 				j.Commits, j.CommitsPerSecond, j.RecordsPerCommit, j.MaxBatch, j.Checkpoints, j.Failures)
+			c := j.CommitTime
+			fmt.Fprintf(w, "  commit ms         p50 %.2f  p90 %.2f  p99 %.2f  p99.9 %.2f  max %.2f  (mean %.2f); committing %.0f %% of the window\n",
+				c.P50, c.P90, c.P99, c.P999, c.Max, c.Mean, 100*j.CommitBusy)
 		}
 		fmt.Fprintln(w)
 	}

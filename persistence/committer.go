@@ -132,11 +132,16 @@ func (s *Store) publish() {
 func (s *Store) commit(seg *segment) {
 	n := len(seg.items)
 	first := s.c.last + 1
+	start := time.Now()
 	err := s.wal.append(first, seg.items, s.fault)
 	if err != nil {
 		s.fail(seg, err)
 		return
 	}
+	took := time.Since(start)
+	s.durMu.Lock()
+	s.durations.Record(took)
+	s.durMu.Unlock()
 	s.c.last = first + uint64(n) - 1
 	s.stats.commits.Add(1)
 	s.stats.records.Add(uint64(n))

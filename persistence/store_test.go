@@ -592,3 +592,47 @@ func TestOrderAcrossGoroutines(t *testing.T) {
 		t.Fatalf("last writer lost: %s", v)
 	}
 }
+
+// TestCommitDurations checks the distribution of commit durations: every
+// successful group commit is in it and no failed one, each duration covers
+// the whole commit (the hook runs between the write and the fdatasync and
+// holds every batch), and a copy does not move with later commits.
+func TestCommitDurations(t *testing.T) {
+	const hold = 3 * time.Millisecond
+	calls := 0 // only the committer calls the hook
+	s := openStore(t, testOptions(t.TempDir(), func(o *Options) {
+		o.hooks = &testHooks{noAutoCheckpoint: true, commit: func(int) error {
+			calls++
+			if calls == 3 {
+				return errors.New("injected: disk full")
+			}
+			time.Sleep(hold)
+			return nil
+		}}
+	}))
+	defer s.Close()
+	if d := s.CommitDurations(); d.Count() != 0 {
+		t.Fatalf("a new store reports %d commits", d.Count())
+	}
+	for i := range 5 {
+		tk := s.Append(s.Gen(), Record{Ops: []Op{Put("b", fmt.Appendf(nil, "k%d", i), []byte("v"))}})
+		if err := waitTicket(t, tk); (err != nil) != (i == 2) {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	d, st := s.CommitDurations(), s.Stats()
+	if st.Commits != 4 || st.Failures != 1 || d.Count() != st.Commits {
+		t.Fatalf("%d durations for %d commits and %d failures, want 4, 4 and 1", d.Count(), st.Commits, st.Failures)
+	}
+	if d.Min() < hold || d.Sum() < 4*hold {
+		t.Errorf("durations from %v, %v in all: shorter than the %v each commit was held", d.Min(), d.Sum(), hold)
+	}
+	mustAppend(t, s, Put("b", []byte("later"), []byte("v")))
+	if d.Count() != 4 {
+		t.Errorf("the copy moved with a later commit: %d durations", d.Count())
+	}
+	// A window's extremes are bucket bounds, within 1% of the values.
+	if w := s.CommitDurations().Since(d); w.Count() != 1 || w.Min() < hold*99/100 {
+		t.Errorf("the window after the copy: %d durations from %v, want one of about %v or more", w.Count(), w.Min(), hold)
+	}
+}

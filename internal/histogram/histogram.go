@@ -1,16 +1,15 @@
-package bench
+package histogram
 
 import (
 	"math/bits"
 	"time"
 )
 
-// Histogram records latencies in log-linear buckets, the layout of an HDR
-// histogram: every power of two is split into subBuckets equal slices, so a
-// recorded value is known to within 1/subBuckets (under 1%) whatever its
-// magnitude, in a fixed few tens of KiB. One histogram belongs to one
-// goroutine; Merge combines them afterwards. The zero value is not usable;
-// call NewHistogram.
+// Histogram is a distribution of durations: every power of two is split
+// into subBuckets equal slices, so a recorded value is known to within
+// 1/subBuckets (under 1%). One histogram belongs to one goroutine (or to
+// one lock); Merge combines them afterwards. The zero value is not usable;
+// call New.
 type Histogram struct {
 	counts []uint64
 	total  uint64
@@ -27,8 +26,8 @@ const (
 	histBuckets = (40 + 2) * subBuckets
 )
 
-// NewHistogram returns an empty histogram.
-func NewHistogram() *Histogram {
+// New returns an empty histogram.
+func New() *Histogram {
 	return &Histogram{counts: make([]uint64, histBuckets)}
 }
 
@@ -96,7 +95,7 @@ func (h *Histogram) Merge(o *Histogram) {
 // Count is the number of recorded values.
 func (h *Histogram) Count() uint64 { return h.total }
 
-// Max is the largest recorded value, exactly.
+// Max is the largest recorded value: exact, except after Since (see there).
 func (h *Histogram) Max() time.Duration { return h.max }
 
 // Mean is the average of the recorded values.
@@ -129,3 +128,56 @@ func (h *Histogram) Quantile(q float64) time.Duration {
 	}
 	return h.max
 }
+
+// Clone returns an independent copy of h.
+func (h *Histogram) Clone() *Histogram {
+	c := *h
+	c.counts = append([]uint64(nil), h.counts...)
+	return &c
+}
+
+// Since returns the values recorded in h after earlier was cloned from it:
+// the histogram of the window between the two copies. Counts, mean and
+// percentiles are those of the window. Its extremes are bucket bounds (the
+// lowest and highest non-empty buckets of the window, the maximum capped
+// at h's exact one), since a copy does not say which values came after it.
+// earlier must be a copy of h taken before h (or empty); otherwise Since
+// panics rather than report negative counts.
+func (h *Histogram) Since(earlier *Histogram) *Histogram {
+	w := New()
+	lo, hi := -1, -1
+	for i, c := range h.counts {
+		e := earlier.counts[i]
+		if e > c {
+			panic("histogram: Since with a histogram that is not an earlier copy")
+		}
+		if c -= e; c > 0 {
+			w.counts[i] = c
+			if lo < 0 {
+				lo = i
+			}
+			hi = i
+		}
+	}
+	w.total = h.total - earlier.total
+	w.sum = h.sum - earlier.sum
+	if w.total > 0 {
+		w.min = bucketLow(lo)
+		w.max = min(bucketHigh(hi), h.max)
+	}
+	return w
+}
+
+// bucketLow is the smallest value that maps to bucket i.
+func bucketLow(i int) time.Duration {
+	if i == 0 {
+		return 0
+	}
+	return bucketHigh(i-1) + 1
+}
+
+// Sum is the total of the recorded values.
+func (h *Histogram) Sum() time.Duration { return h.sum }
+
+// Min is the smallest recorded value (a bucket bound after Since).
+func (h *Histogram) Min() time.Duration { return h.min }
