@@ -56,6 +56,12 @@ type Server struct {
 	limits *ratelimit.Limiter
 	// sweeper is the goroutine that drops idle buckets from limits.
 	sweeper *sweeper
+
+	// lnMu guards stopping and listeners: what Shutdown needs to end a
+	// Serve that fasthttp has not registered yet (see Serve).
+	lnMu      sync.Mutex
+	stopping  bool
+	listeners []*closeOnceListener
 }
 
 // NewServer builds the API with its routes.
@@ -172,7 +178,38 @@ func (s *Server) routes(r *router.Router) {
 func (s *Server) Handler() fasthttp.RequestHandler { return s.http.Handler }
 
 // Serve serves on ln until Shutdown.
-func (s *Server) Serve(ln net.Listener) error { return s.http.Serve(ln) }
+//
+// Serve returns, having closed ln, when Shutdown is called before it or
+// while it starts. fasthttp's own Shutdown closes only the listeners its
+// Serve has registered, and returns at once when there are none, so a stop
+// signal that came right after start would otherwise leave Serve accepting
+// connections for a service that is gone, and its caller waiting forever.
+func (s *Server) Serve(ln net.Listener) error {
+	l := &closeOnceListener{Listener: ln}
+	s.lnMu.Lock()
+	if s.stopping {
+		s.lnMu.Unlock()
+		_ = ln.Close()
+		return nil
+	}
+	s.listeners = append(s.listeners, l)
+	s.lnMu.Unlock()
+	return s.http.Serve(l)
+}
+
+// closeOnceListener lets both Shutdown and fasthttp close a listener: the
+// second Close is a no-op, so fasthttp's Shutdown sees no error and still
+// waits for the connections in flight.
+type closeOnceListener struct {
+	net.Listener
+	once sync.Once
+	err  error
+}
+
+func (l *closeOnceListener) Close() error {
+	l.once.Do(func() { l.err = l.Listener.Close() })
+	return l.err
+}
 
 // Shutdown stops accepting connections and waits for in-flight requests.
 // fasthttp closes idle keep-alive connections itself but waits for a
@@ -184,6 +221,15 @@ func (s *Server) Serve(ln net.Listener) error { return s.http.Serve(ln) }
 // Shutdown also stops the sweeper of the rate limiter.
 func (s *Server) Shutdown(ctx context.Context) error {
 	defer s.sweeper.stop()
+	// Stop accepting first, on every listener given to Serve, registered
+	// with fasthttp or not (see Serve).
+	s.lnMu.Lock()
+	s.stopping = true
+	listeners := s.listeners
+	s.lnMu.Unlock()
+	for _, l := range listeners {
+		_ = l.Close()
+	}
 	done := make(chan error, 1)
 	go func() { done <- s.http.ShutdownWithContext(ctx) }()
 	tick := time.NewTicker(20 * time.Millisecond)
