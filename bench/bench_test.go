@@ -505,3 +505,25 @@ func TestJournalOfAWindow(t *testing.T) {
 		t.Errorf("commit durations %+v, want p50 and p99 1 ms, max 4 ms, mean %.3f ms", ct, 304.0/301)
 	}
 }
+
+// TestCeilingStopsRightAfterStart: a run cancelled as the ceiling server
+// starts stops it before its Serve may have begun; stop must still end
+// Serve rather than wait for it for ever.
+func TestCeilingStopsRightAfterStart(t *testing.T) {
+	for range 200 {
+		c, err := startCeiling()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stopped := make(chan error, 1)
+		go func() { stopped <- c.stop() }()
+		select {
+		case err := <-stopped:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the ceiling server did not stop within 10 s of its start")
+		}
+	}
+}

@@ -24,6 +24,7 @@ var ceilingBody = []byte(`{"object":"balance","agent_id":"agt_000000000000000000
 // instead of as a slow service.
 type ceilingServer struct {
 	addr string
+	ln   net.Listener
 	srv  *fasthttp.Server
 	done chan error
 }
@@ -33,7 +34,7 @@ func startCeiling() (*ceilingServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listening for the ceiling server: %w", err)
 	}
-	c := &ceilingServer{addr: ln.Addr().String(), done: make(chan error, 1), srv: &fasthttp.Server{
+	c := &ceilingServer{addr: ln.Addr().String(), ln: ln, done: make(chan error, 1), srv: &fasthttp.Server{
 		Handler: func(c *fasthttp.RequestCtx) {
 			c.SetContentType("application/json")
 			c.SetBody(ceilingBody)
@@ -63,7 +64,13 @@ func (c *ceilingServer) measure(ctx context.Context, cfg Config, agents []agentC
 }
 
 func (c *ceilingServer) stop() error {
-	if err := c.srv.Shutdown(); err != nil {
+	err := c.srv.Shutdown()
+	// fasthttp closes only a listener its Serve has registered; a run
+	// cancelled as the ceiling started may stop it before that, and Serve
+	// would then accept for ever. Closing it here ends Serve either way
+	// (a second Close only reports that it was closed).
+	_ = c.ln.Close()
+	if err != nil {
 		return fmt.Errorf("stopping the ceiling server: %w", err)
 	}
 	if err := <-c.done; err != nil {
