@@ -83,7 +83,14 @@ func TestCrashRecovery(t *testing.T) {
 	t.Logf("seed %d (replay with GUARD_CRASH_SEED=%d), %d rounds", seed, seed, rounds)
 	rng := rand.New(rand.NewPCG(seed, 0))
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// A round takes a few seconds; the budget grows with the rounds asked
+	// for, so that a long run does not end in a misleading time-out, and
+	// stops short of go test's own deadline so the failure names a step.
+	budget := time.Minute + time.Duration(rounds)*30*time.Second
+	if d, ok := t.Deadline(); ok {
+		budget = min(budget, time.Until(d)-10*time.Second)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
 	g := newGuardProcess(t, buildGuard(t))
 
