@@ -16,6 +16,7 @@ func TestAppendersSameAsEncodingJSON(t *testing.T) {
 	t.Run("Spend", func(t *testing.T) { randfill.SameAsEncodingJSON(t, fastjson.AppendSpend) })
 	t.Run("Ledger", func(t *testing.T) { randfill.SameAsEncodingJSON(t, fastjson.AppendLedger) })
 	t.Run("NextAction", func(t *testing.T) { randfill.SameAsEncodingJSON(t, fastjson.AppendNextAction) })
+	t.Run("ReceiptClaims", func(t *testing.T) { randfill.SameAsEncodingJSON(t, fastjson.AppendReceiptClaims) })
 	t.Run("RuleDetail", func(t *testing.T) {
 		randfill.SameAsEncodingJSON(t, func(b []byte, d *policy.RuleDetail) []byte { return fastjson.AppendRuleDetail(b, d) })
 		if got := fastjson.AppendRuleDetail(nil, nil); string(got) != "null" {

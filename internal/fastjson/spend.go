@@ -29,13 +29,9 @@ func AppendSpend(b []byte, sp *policy.Spend) []byte {
 	b = AppendString(b, sp.Destination)
 	b = append(b, `,"destination_rule":`...)
 	b = AppendOptString(b, sp.DestinationRule)
-	b = append(b, `,"resource":{"host":`...)
-	b = AppendString(b, sp.Resource.Host)
-	b = append(b, `,"path":`...)
-	b = AppendString(b, sp.Resource.Path)
-	b = append(b, `,"method":`...)
-	b = AppendString(b, sp.Resource.Method)
-	b = append(b, `},"memo":`...)
+	b = append(b, `,"resource":`...)
+	b = appendResource(b, &sp.Resource)
+	b = append(b, `,"memo":`...)
 	b = AppendString(b, sp.Memo)
 	b = append(b, `,"client_reference":`...)
 	b = AppendOptString(b, sp.ClientReference)
@@ -240,5 +236,15 @@ func AppendLedger(b []byte, l *policy.Ledger) []byte {
 	b = AppendString(b, l.AskedDay)
 	b = append(b, `,"asked":`...)
 	b = AppendStrings(b, l.Asked)
+	return append(b, '}')
+}
+
+func appendResource(b []byte, r *policy.Resource) []byte {
+	b = append(b, `{"host":`...)
+	b = AppendString(b, r.Host)
+	b = append(b, `,"path":`...)
+	b = AppendString(b, r.Path)
+	b = append(b, `,"method":`...)
+	b = AppendString(b, r.Method)
 	return append(b, '}')
 }

@@ -61,11 +61,12 @@ func encodedHeader(k Key) string {
 
 // sign builds the compact serialization header.payload.signature, with
 // h the encodedHeader of k.
-func sign(k Key, h string, c policy.ReceiptClaims) (string, error) {
-	p, err := fastjson.Marshal(c)
-	if err != nil {
-		return "", fmt.Errorf("receipt: marshal claims: %w", err)
-	}
+func sign(k Key, h string, c policy.ReceiptClaims) string {
+	// The claims are encoded by hand (byte for byte what encoding/json
+	// writes, held by fastjson's tests), into a scratch buffer that stays
+	// on the stack unless the claims outgrow it: every settled spend signs.
+	var scratch [1024]byte
+	p := fastjson.AppendReceiptClaims(scratch[:0], &c)
 	// One buffer for the whole token: the signing input is its prefix.
 	buf := make([]byte, 0, len(h)+b64.EncodedLen(len(p))+b64.EncodedLen(ed25519.SignatureSize)+2)
 	buf = append(buf, h...)
@@ -78,7 +79,7 @@ func sign(k Key, h string, c policy.ReceiptClaims) (string, error) {
 	buf = b64.AppendEncode(buf, sig)
 	// The token is a receipt's largest part; nothing writes to buf again,
 	// so it becomes the string without a copy.
-	return unsafe.String(unsafe.SliceData(buf), len(buf)), nil
+	return unsafe.String(unsafe.SliceData(buf), len(buf))
 }
 
 // Verify checks a receipt against a JWKS (as served by Keyring.JWKS) and

@@ -116,8 +116,7 @@ func (kr *Keyring) SignWithKeyID(c policy.ReceiptClaims) (token, kid string, err
 		return "", "", ErrNoKey
 	}
 	k := kr.keys[kr.current]
-	token, err = sign(k, kr.header, c)
-	return token, k.ID, err
+	return sign(k, kr.header, c), k.ID, nil
 }
 
 // Rotate retires the current key at now and makes a freshly generated key
