@@ -70,13 +70,9 @@ type depositBody struct {
 	Amount *string `json:"amount"`
 }
 
-// testDeposit answers POST /v1/test/deposits, a practice control: with a
-// live key it answers 404, as if the route did not exist (spec 7.1).
+// testDeposit answers POST /v1/test/deposits, a practice control (see
+// practiceControl).
 func (s *Server) testDeposit(c *call) *apiError {
-	if c.who.Livemode {
-		return badParam(string(actors.CodeNotFound), "",
-			"No route POST /v1/test/deposits exists for live keys; practice controls take a practice (svc_test_) owner key.")
-	}
 	if err := requireJSON(c); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -51,7 +52,7 @@ func listParams(c *call, extra ...string) (actors.ListParams, *apiError) {
 		case "created[gte]", "created[gt]", "created[lte]", "created[lt]":
 			t, err := parseTime(val)
 			if err != nil {
-				bad = badParam(codeParameterInvalid, key, key+" must be an RFC 3339 timestamp (2026-11-22T10:00:00Z) or Unix seconds.")
+				bad = badParam(codeParameterInvalid, key, key+" must be an RFC 3339 timestamp (2026-11-22T10:00:00Z) or Unix seconds, from year 1 to year 9999.")
 				continue
 			}
 			switch key {
@@ -77,8 +78,19 @@ func listParams(c *call, extra ...string) (actors.ListParams, *apiError) {
 	return q, bad
 }
 
+// Unix seconds of the first and the last second an RFC 3339 timestamp can
+// name. Outside them time.Unix overflows, and a far-future upper bound
+// would turn into one in the far past: a filter that silently inverts.
+const (
+	minFilterUnix = -62135596800 // 0001-01-01T00:00:00Z
+	maxFilterUnix = 253402300799 // 9999-12-31T23:59:59Z
+)
+
 func parseTime(s string) (time.Time, error) {
 	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if n < minFilterUnix || n > maxFilterUnix {
+			return time.Time{}, fmt.Errorf("unix seconds %d outside years 1 to 9999", n)
+		}
 		return time.Unix(n, 0).UTC(), nil
 	}
 	return time.Parse(time.RFC3339, s)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -177,5 +178,34 @@ func TestAgentsAreIsolated(t *testing.T) {
 	r = call(t, e.srv, http.MethodGet, "/v1/events?type=approval.*", e.owner.TestKey, nil, nil)
 	if n := len(r.Body["data"].([]any)); n == 0 {
 		t.Fatal("the owner does not see approval.requested")
+	}
+}
+
+// A created[...] bound in Unix seconds beyond what a timestamp can name is
+// refused with a 400, not wrapped round: a far-future upper bound once
+// turned into one in the far past and answered an empty page with 200.
+// The last second of year 9999 is still a bound, and works as one.
+func TestCreatedFilterBounds(t *testing.T) {
+	e := start(t)
+	id := settledSpend(t, e, "/bounds")
+	for _, path := range []string{"/v1/spends", "/v1/events"} {
+		for _, q := range []string{"created[lte]=9223372036854775807", "created[gte]=9223372036854775807",
+			"created[lt]=253402300800", "created[gt]=-62135596801"} {
+			r := call(t, e.srv, http.MethodGet, path+"?"+q, e.agentKey, nil, nil)
+			param := q[:strings.IndexByte(q, '=')]
+			e := wantError(t, r, http.StatusBadRequest, "invalid_request_error", "parameter_invalid", param)
+			if msg, _ := e["message"].(string); !strings.Contains(msg, "year 9999") {
+				t.Errorf("%s?%s: the message does not give the range: %q", path, q, msg)
+			}
+		}
+	}
+	if ids, _ := listIDs(t, e.srv, e.agentKey, "/v1/spends?created[lte]=253402300799"); len(ids) != 1 || ids[0] != id {
+		t.Errorf("created[lte] at the end of year 9999: %v, want [%s]", ids, id)
+	}
+	if ids, _ := listIDs(t, e.srv, e.agentKey, "/v1/spends?created[gte]=253402300799"); len(ids) != 0 {
+		t.Errorf("created[gte] at the end of year 9999: %v, want none", ids)
+	}
+	if ids, _ := listIDs(t, e.srv, e.agentKey, "/v1/spends?created[gte]=-62135596800"); len(ids) != 1 {
+		t.Errorf("created[gte] at the start of year 1: %v, want [%s]", ids, id)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,5 +140,32 @@ func TestBalanceFollowsMidnightWithoutAnyChange(t *testing.T) {
 	comp := obj(t, b, "components")
 	if comp["daily_remaining"] != "10.00" || comp["monthly_remaining"] != "100.00" || b["spendable"] != "10.00" {
 		t.Fatalf("after midnight the balance still counts yesterday's spend: %v", b)
+	}
+}
+
+// The practice controls do not exist for live keys of either kind (spec
+// 4.1, 7.1): a live agent key gets the same 404 as a live owner key, not a
+// 403 that would tell it the route is there. A practice agent key gets 403.
+func TestPracticeControlsDoNotExistForLiveKeys(t *testing.T) {
+	e := start(t)
+	_, liveAgentKey := e.srv.NewAgent(t, e.owner.LiveKey, testPolicy)
+	if !strings.HasPrefix(liveAgentKey, "svc_live_") {
+		t.Fatalf("not a live agent key: %s", liveAgentKey)
+	}
+	for _, rt := range []struct{ method, path, body string }{
+		{http.MethodGet, "/v1/test/clock", ""},
+		{http.MethodPost, "/v1/test/clock/advance", `{"seconds":60}`},
+		{http.MethodPost, "/v1/test/deposits", `{"amount":"1.00"}`},
+		{http.MethodPost, "/v1/test/reset", ""},
+		{http.MethodPost, "/v1/test/events/evt_00000000000000000000000000000000/redeliver", ""},
+	} {
+		var body any
+		if rt.body != "" {
+			body = rt.body
+		}
+		for _, key := range []string{e.owner.LiveKey, liveAgentKey} {
+			wantError(t, call(t, e.srv, rt.method, rt.path, key, nil, body), 404, "not_found_error", "resource_missing", "")
+		}
+		wantError(t, call(t, e.srv, rt.method, rt.path, e.agentKey, nil, body), 403, "permission_error", "key_kind_not_allowed", "")
 	}
 }

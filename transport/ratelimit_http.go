@@ -28,9 +28,11 @@ import (
 // a day). The RateLimit headers report the most constraining limit the
 // request passed, the one with the fewest requests left, or the one that
 // refused it. Unauthenticated routes are not limited and send no
-// RateLimit headers; neither does a 413, which the HTTP layer answers
-// before a route is chosen, nor an answer to a key that could not be
-// checked at all (the journal was unreadable: 503).
+// RateLimit headers; neither does an answer to a key that could not be
+// checked at all (the journal was unreadable: 503). A body whose
+// Content-Length is over 16 KiB is counted like any other request of its
+// route, and its 413 carries the headers; a chunked body found too long
+// while being read does not (see transportError).
 //
 // InvalidKey is one bucket per IP whatever environment the bad key
 // claims, so alternating prefixes does not double the attempts.

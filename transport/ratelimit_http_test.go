@@ -426,6 +426,9 @@ func TestRateLimitHeaders(t *testing.T) {
 		{http.MethodPost, "/v1/spends", e.agentKey, nil, spendBody("0.10", "api.vendor.com", "/r"), 400},
 		{http.MethodGet, "/v1/spends/spd_00000000000000000000000000000000", e.agentKey, nil, nil, 404},
 		{http.MethodPost, "/v1/spends/" + id + "/cancel", e.agentKey, nil, nil, 409},
+		// A body over 16 KiB, cut by the HTTP layer before any route ran.
+		{http.MethodPost, "/v1/spends", e.agentKey, map[string]string{"Idempotency-Key": newKey()}, oversizeSpendBody(), 413},
+		{http.MethodPost, "/v1/spends/check", e.agentKey, nil, oversizeSpendBody(), 413},
 	} {
 		what := c.method + " " + c.path
 		r := call(t, s, c.method, c.path, c.key, c.headers, c.body)
@@ -442,6 +445,9 @@ func TestRateLimitHeaders(t *testing.T) {
 		r := call(t, s, http.MethodGet, path, e.agentKey, nil, nil)
 		noRateHeaders(t, "GET "+path, r)
 	}
+	// With an oversize body a bad key is still a 401.
+	wantError(t, call(t, s, http.MethodPost, "/v1/spends", "svc_test_agent_nope", map[string]string{"Idempotency-Key": newKey()}, oversizeSpendBody()),
+		http.StatusUnauthorized, "authentication_error", "invalid_api_key", "")
 
 	off := start(t, guardtest.WithoutContract(), guardtest.WithConfig(func(c *wire.Config) { c.RateLimits = false }))
 	r := call(t, off.srv, http.MethodGet, "/v1/me", off.agentKey, nil, nil)
@@ -452,4 +458,8 @@ func TestRateLimitHeaders(t *testing.T) {
 		wantError(t, r, http.StatusUnauthorized, "authentication_error", "invalid_api_key", "")
 	}
 	noRateHeaders(t, "401 with limits off", r)
+	// A route that does not exist answers an oversize body with 413 (the
+	// contract has no such route to hold the answer to).
+	wantError(t, call(t, off.srv, http.MethodPost, "/v1/nothing", off.agentKey, nil, oversizeSpendBody()),
+		http.StatusRequestEntityTooLarge, "invalid_request_error", "body_too_large", "")
 }

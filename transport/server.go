@@ -164,10 +164,10 @@ func (s *Server) routes(r *router.Router) {
 	r.POST("/v1/owner_keys", s.wrap(s.ownerOnly(s.createOwnerKey, ratelimit.AdminWrites, ratelimit.KeyChanges)))
 	r.GET("/v1/funding", s.wrap(s.ownerOnly(s.getFunding)))
 	r.POST("/v1/funding", s.wrap(s.ownerOnly(s.updateFunding, ratelimit.AdminWrites)))
-	r.POST("/v1/test/deposits", s.wrap(s.ownerOnly(s.testDeposit, ratelimit.PracticeControl)))
-	r.GET("/v1/test/clock", s.wrap(s.ownerOnly(s.getTestClock, ratelimit.PracticeControl)))
-	r.POST("/v1/test/clock/advance", s.wrap(s.ownerOnly(s.advanceTestClock, ratelimit.PracticeControl)))
-	r.POST("/v1/test/reset", s.wrap(s.ownerOnly(s.resetPractice, ratelimit.PracticeControl)))
+	r.POST("/v1/test/deposits", s.wrap(s.practiceControl(s.testDeposit)))
+	r.GET("/v1/test/clock", s.wrap(s.practiceControl(s.getTestClock)))
+	r.POST("/v1/test/clock/advance", s.wrap(s.practiceControl(s.advanceTestClock)))
+	r.POST("/v1/test/reset", s.wrap(s.practiceControl(s.resetPractice)))
 	r.POST("/v1/policy_changes/{id}/cancel", s.wrap(s.ownerOnly(s.cancelPolicyChange, ratelimit.AdminWrites)))
 	s.webhookRoutes(r)
 	s.notificationRoutes(r)
@@ -339,9 +339,22 @@ func (s *Server) public(h handler) handler {
 		if err := checkVersion(c); err != nil {
 			return err
 		}
+		if bodyTooLarge(c) {
+			return errBodyTooLarge
+		}
 		return h(c)
 	}
 }
+
+// bodyTooLargeKey marks a request whose body went over MaxBodyBytes; see
+// transportError.
+const bodyTooLargeKey = "guard.body_too_large"
+
+var errBodyTooLarge = badParam(codeBodyTooLarge, "", "The request body is larger than 16 KiB; send a smaller body.")
+
+// bodyTooLarge reports whether the request's body was cut at MaxBodyBytes:
+// its handler must not see it.
+func bodyTooLarge(c *call) bool { return c.ctx.UserValue(bodyTooLargeKey) != nil }
 
 func clip(s string, n int) string {
 	if len(s) > n {
@@ -363,7 +376,17 @@ func (s *Server) agentOnly(h handler, limits ...ratelimit.Name) handler {
 
 // ownerOnly requires an owner key.
 func (s *Server) ownerOnly(h handler, limits ...ratelimit.Name) handler {
-	return s.keyed(actors.KindOwner, "This operation needs an owner key; agent keys can never administer.", h, limits)
+	return s.keyed(actors.KindOwner, ownerKeyNeeded, h, limits)
+}
+
+const ownerKeyNeeded = "This operation needs an owner key; agent keys can never administer."
+
+// practiceControl is a practice-environment control (/v1/test/*): it takes
+// a practice owner key and has its own limit. For a live key of either kind
+// the route does not exist (spec 4.1, 7.1): 404 comes before the key kind
+// is looked at, since a 403 would tell a live agent key that it does.
+func (s *Server) practiceControl(h handler) handler {
+	return s.keyedIn(practiceOnly, actors.KindOwner, ownerKeyNeeded, h, []ratelimit.Name{ratelimit.PracticeControl})
 }
 
 // keyed runs the steps every keyed route shares, in this order:
@@ -372,6 +395,12 @@ func (s *Server) ownerOnly(h handler, limits ...ratelimit.Name) handler {
 // then h. Nothing of h's work happens for a refused request: a refused
 // spend creates nothing and leaves its Idempotency-Key unused.
 func (s *Server) keyed(kind, wrongKind string, h handler, limits []ratelimit.Name) handler {
+	return s.keyedIn(nil, kind, wrongKind, h, limits)
+}
+
+// keyedIn is keyed with a check of the key's environment, when env is not
+// nil, just before the key kind.
+func (s *Server) keyedIn(env func(*call) *apiError, kind, wrongKind string, h handler, limits []ratelimit.Name) handler {
 	return func(c *call) *apiError {
 		p, err := s.authenticate(c)
 		if err != nil {
@@ -384,11 +413,19 @@ func (s *Server) keyed(kind, wrongKind string, h handler, limits []ratelimit.Nam
 		if err := checkVersion(c); err != nil {
 			return err
 		}
+		if env != nil {
+			if err := env(c); err != nil {
+				return err
+			}
+		}
 		if kind != "" && p.Kind != kind {
 			return badParam(codeKeyKindNotAllowed, "", wrongKind)
 		}
 		if err := s.limit(c, limits...); err != nil {
 			return err
+		}
+		if bodyTooLarge(c) {
+			return errBodyTooLarge
 		}
 		return h(c)
 	}
@@ -421,11 +458,25 @@ func (s *Server) authenticate(c *call) (actors.Principal, *apiError) {
 
 // transportError answers errors fasthttp meets before a handler runs.
 func (s *Server) transportError(ctx *fasthttp.RequestCtx, err error) {
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) && ctx.Request.Header.ContentLength() > MaxBodyBytes &&
+		(s.cfg.Pages == nil || !s.cfg.Pages.Owns(ctx.Path())) {
+		// A Content-Length over the limit is refused before any of the
+		// body is read, with the headers kept whole. So the request takes
+		// its route as far as its handler: authentication and rate limits
+		// count it, and the 413 carries the route's RateLimit headers like
+		// any other answer (spec 8.1). The handler never runs on the
+		// missing body: public and keyedIn answer 413 in its place.
+		// A chunked body found too long while being read has had its
+		// request reset by then, so it gets the plain 413 below.
+		ctx.SetUserValue(bodyTooLargeKey, true)
+		s.http.Handler(ctx)
+		return
+	}
 	reqID := s.ids.next()
 	ctx.Response.Header.Set("Request-Id", reqID)
 	ctx.Response.Header.Set("Service-Version", APIVersion)
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
-		writeError(ctx, reqID, badParam(codeBodyTooLarge, "", "The request body is larger than 16 KiB; send a smaller body."))
+		writeError(ctx, reqID, errBodyTooLarge)
 		return
 	}
 	var small *fasthttp.ErrSmallBuffer
@@ -433,7 +484,12 @@ func (s *Server) transportError(ctx *fasthttp.RequestCtx, err error) {
 		writeError(ctx, reqID, badParam(codeHeaderInvalid, "", "The request headers are too large; send shorter headers."))
 		return
 	}
-	writeError(ctx, reqID, badParam(codeInvalidJSON, "", "The request could not be read: "+err.Error()))
+	// Anything else is a request that is not HTTP/1.1 as written: a header
+	// line without a colon, a Content-Length that is not a number, a broken
+	// chunk. fasthttp's error quotes the raw request, Authorization header
+	// and all, so the answer names the fault in general terms only.
+	writeError(ctx, reqID, badParam(string(actors.CodeInvalidRequest), "",
+		"The request is not well-formed HTTP/1.1: a header line, the Content-Length or the chunked body could not be parsed. Send a well-formed request."))
 }
 
 func (s *Server) health(c *call) *apiError {

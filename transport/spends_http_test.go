@@ -587,15 +587,21 @@ func TestNotFound(t *testing.T) {
 	wantError(t, call(t, s, http.MethodGet, "/v1/nothing", e.agentKey, nil, nil), http.StatusNotFound, "not_found_error", "route_not_found", "")
 }
 
+// padSpendBody is a valid spend body of exactly n bytes: whitespace inside
+// the object keeps the JSON valid at any length.
+func padSpendBody(n int) string {
+	b := transport.ValidSpendBody
+	return b[:1] + strings.Repeat(" ", n-len(b)) + b[1:]
+}
+
+// oversizeSpendBody is a valid spend body one byte over the 16 KiB limit.
+func oversizeSpendBody() string { return padSpendBody(16<<10 + 1) }
+
 func TestBodyLimit(t *testing.T) {
 	e := start(t)
 	s := e.srv
 	const limit = 16 << 10
-	pad := func(n int) string {
-		// Whitespace inside the object keeps the JSON valid at any length.
-		b := transport.ValidSpendBody
-		return b[:1] + strings.Repeat(" ", n-len(b)) + b[1:]
-	}
+	pad := padSpendBody
 	exact := pad(limit)
 	if len(exact) != limit {
 		t.Fatalf("built %d bytes", len(exact))
