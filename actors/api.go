@@ -3,6 +3,7 @@ package actors
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/agentpay/guard/internal/fastjson"
@@ -164,14 +165,26 @@ func (s *System) Balance(ctx context.Context, p Principal) (policy.Balance, erro
 	now := v.env.now(s.clock)
 	st := v.env.durableState()
 	day := utcDay(now)
+	var b policy.Balance
 	if m := v.balance.Load(); m != nil && m.pool == st && m.day == day {
-		b := m.bal
+		b = m.bal
 		b.AsOf = now.UTC()
-		return b, nil
+	} else {
+		l := v.ledger
+		b = policy.ComputeBalance(p.AgentID, v.policy, &l, poolOf(st), now)
+		v.balance.Store(&balanceMemo{pool: st, day: day, bal: b})
 	}
-	l := v.ledger
-	b := policy.ComputeBalance(p.AgentID, v.policy, &l, poolOf(st), now)
-	v.balance.Store(&balanceMemo{pool: st, day: day, bal: b})
+	// spendable is the formula of spec 2.7, which has no term for a pause
+	// or an expiry; the message must not say the agent can spend now when
+	// every spend would be declined.
+	switch vu := v.policy.ValidUntil; {
+	case v.paused:
+		b.Message = fmt.Sprintf("The owner paused this agent: no payment is made until the owner resumes it. Once resumed, %s is spendable (%s is the limiting factor).",
+			b.Spendable, b.LimitingFactor)
+	case vu != nil && !now.Before(*vu):
+		b.Message = fmt.Sprintf("The agent's rules expired at %s: no payment is made until the owner publishes new rules.",
+			vu.UTC().Format(time.RFC3339))
+	}
 	return b, nil
 }
 

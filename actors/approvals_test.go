@@ -295,6 +295,17 @@ func TestApprovalUnderChangedRulesIsDeclined(t *testing.T) {
 	if done := f.read(t, sp.ID); done.Status != policy.StatusDeclined || done.Settlement != nil {
 		t.Fatalf("the spend was paid after all: %+v", done.Status)
 	}
+	// The approval is closed, in the spend's summary and in its own
+	// record, as approval.decided says: nobody is left waiting on it.
+	if got.Approval == nil || got.Approval.Status != "rejected" {
+		t.Errorf("approval in the declined spend: %+v, want status rejected", got.Approval)
+	}
+	for _, p := range []actors.Principal{f.agent, f.owner} {
+		apr, err := f.h.sys.GetApproval(p, sp.Approval.ID)
+		if err != nil || apr.Status != "rejected" || apr.SpendStatus != policy.StatusDeclined {
+			t.Errorf("GET approval as %s: %+v %v, want rejected with a declined spend", p.Kind, apr, err)
+		}
+	}
 }
 
 func parsePatterns(ss []string) ([]policy.Pattern, error) {

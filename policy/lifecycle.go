@@ -87,7 +87,12 @@ func (s *Spend) Approve(now time.Time) {
 func (s *Spend) Decline(reason, gate, msg string, now time.Time) {
 	s.move(StatusDeclined, now)
 	s.DeclineReason, s.DeclinedAtGate, s.Message = strPtr(reason), strPtr(gate), msg
-	if s.Approval != nil && reason == ReasonOwnerRejected {
+	// A decline at the approval gate closes the approval whatever the
+	// reason: the owner's rejection, or the owner's approval overruled by
+	// rules that changed while the spend waited (approval.decided says
+	// "rejected" for both). A pending approval left behind would keep a
+	// client polling it waiting for a decision that was already taken.
+	if s.Approval != nil && gate == GateApproval {
 		s.Approval.Status = "rejected"
 	}
 	s.Hold = nil

@@ -2,7 +2,11 @@ package transport_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/agentpay/guard/internal/guardtest"
 )
 
 // Pausing an agent declines its new spends with agent_paused (and a
@@ -29,8 +33,15 @@ func TestPauseAndResumeAgent(t *testing.T) {
 	if w.Body["status"] != "pending_approval" || w.Body["pause_detail"] == nil {
 		t.Fatalf("the waiting spend after the pause: %s", w.Raw)
 	}
-	if b := balance(t, e.srv, e.agentKey); b["held"] != "1.00" {
+	b := balance(t, e.srv, e.agentKey)
+	if b["held"] != "1.00" {
 		t.Fatalf("held %v: a pause must not release the waiting spend's hold", b["held"])
+	}
+	// spendable stays the formula of spec 2.7; the message says no
+	// payment is made, not that the agent can spend now.
+	if msg, _ := b["message"].(string); !strings.Contains(msg, "paused") || strings.Contains(msg, "can spend up to") ||
+		!strings.Contains(msg, b["spendable"].(string)) {
+		t.Errorf("balance of a paused agent: message %q (spendable %v)", msg, b["spendable"])
 	}
 	evs, _ := listIDs(t, e.srv, e.owner.TestKey, "/v1/events?type=agent.paused")
 	if len(evs) != 1 {
@@ -40,6 +51,9 @@ func TestPauseAndResumeAgent(t *testing.T) {
 	mustStatus(t, r, http.StatusOK)
 	if r.Body["status"] != "active" || r.Body["paused_at"] != nil {
 		t.Fatalf("resume answered %s", r.Raw)
+	}
+	if msg, _ := balance(t, e.srv, e.agentKey)["message"].(string); !strings.Contains(msg, "can spend up to") {
+		t.Errorf("balance after resuming: message %q", msg)
 	}
 	if sp := created(t, e.srv, e.agentKey, spendBody("1.00", "api.vendor.com", "/r")); sp["status"] != "settled" {
 		t.Fatalf("after resuming: %v", sp["status"])
@@ -133,5 +147,25 @@ func TestDestinationEvents(t *testing.T) {
 	// The agent never sees these owner events.
 	if ids, _ := listIDs(t, e.srv, e.agentKey, "/v1/events?type=destination.*"); len(ids) != 0 {
 		t.Fatalf("the agent sees %d destination events", len(ids))
+	}
+}
+
+// Past its policy's valid_until an agent's balance says its rules expired
+// rather than what it can spend now: every spend would be declined.
+func TestBalanceOfExpiredRules(t *testing.T) {
+	clock := guardtest.NewFakeClock(epoch)
+	e := start(t, guardtest.WithClock(clock))
+	until := clock.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	_, key := e.srv.NewAgent(t, e.owner.TestKey, `{"per_spend_limit":"10.00","valid_until":"`+until+`"}`)
+	if msg, _ := balance(t, e.srv, key)["message"].(string); !strings.Contains(msg, "can spend up to") {
+		t.Fatalf("balance before valid_until: %q", msg)
+	}
+	clock.Advance(2 * time.Hour)
+	b := balance(t, e.srv, key)
+	if msg, _ := b["message"].(string); !strings.Contains(msg, "expired at "+until) || strings.Contains(msg, "can spend") {
+		t.Errorf("balance after valid_until: %q", msg)
+	}
+	if sp := created(t, e.srv, key, spendBody("1.00", "api.vendor.com", "/x")); sp["decline_reason"] != "policy_expired" {
+		t.Errorf("a spend after valid_until: %v %v", sp["status"], sp["decline_reason"])
 	}
 }

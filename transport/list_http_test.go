@@ -209,3 +209,26 @@ func TestCreatedFilterBounds(t *testing.T) {
 		t.Errorf("created[gte] at the start of year 1: %v, want [%s]", ids, id)
 	}
 }
+
+// Balance, policy and me take no parameters (spec 4.7), and say so rather
+// than ignore one: an agent asking for another agent's policy must not
+// read its own as the answer.
+func TestReadsWithoutParametersRefuseThem(t *testing.T) {
+	e := start(t)
+	otherID, _ := e.srv.NewAgent(t, e.owner.TestKey, testPolicy)
+	for _, c := range []struct{ path, key, param string }{
+		{"/v1/balance?foo=1", e.agentKey, "foo"},
+		{"/v1/policy?agent_id=" + otherID, e.agentKey, "agent_id"},
+		{"/v1/me?verbose", e.agentKey, "verbose"},
+		{"/v1/me?x=1", e.owner.TestKey, "x"},
+	} {
+		r := call(t, e.srv, http.MethodGet, c.path, c.key, nil, nil)
+		er := wantError(t, r, http.StatusBadRequest, "invalid_request_error", "parameter_unknown", c.param)
+		if msg, _ := er["message"].(string); !strings.Contains(msg, "takes no parameters") {
+			t.Errorf("GET %s: message %q does not say what to fix", c.path, msg)
+		}
+	}
+	for _, path := range []string{"/v1/balance", "/v1/policy", "/v1/me"} {
+		mustStatus(t, call(t, e.srv, http.MethodGet, path, e.agentKey, nil, nil), http.StatusOK)
+	}
+}

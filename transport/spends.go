@@ -348,7 +348,26 @@ func (s *Server) checkSpend(c *call) *apiError {
 	return nil
 }
 
+// noParams refuses any query parameter on a route that takes none (spec
+// 4.7). Ignoring one would answer a question the caller did not ask:
+// GET /v1/policy?agent_id=... answered for the key's own agent.
+func noParams(c *call, route, hint string) *apiError {
+	args := c.ctx.QueryArgs()
+	if args.Len() == 0 {
+		return nil
+	}
+	var name string
+	for k := range args.All() {
+		name = string(k)
+		break
+	}
+	return badParam(codeParameterUnknown, clip(name, 40), route+" takes no parameters; "+hint)
+}
+
 func (s *Server) balance(c *call) *apiError {
+	if err := noParams(c, "GET /v1/balance", "it answers for the agent of the key."); err != nil {
+		return err
+	}
 	b, err := s.sys.Balance(c.ctx, c.who) // see checkSpend for the context
 	if err != nil {
 		return fromActors(err)
@@ -358,6 +377,9 @@ func (s *Server) balance(c *call) *apiError {
 }
 
 func (s *Server) agentPolicy(c *call) *apiError {
+	if err := noParams(c, "GET /v1/policy", "it answers for the agent of the key (an owner reads any agent's with GET /v1/agents/{id}/policy)."); err != nil {
+		return err
+	}
 	p, err := s.sys.Policy(c.who, c.who.AgentID)
 	if err != nil {
 		return fromActors(err)
@@ -391,6 +413,9 @@ type agentView struct {
 }
 
 func (s *Server) me(c *call) *apiError {
+	if err := noParams(c, "GET /v1/me", "it describes the key it is called with."); err != nil {
+		return err
+	}
 	k := c.who.Key
 	out := map[string]any{
 		"object": "me", "livemode": c.who.Livemode, "api_version": APIVersion,
