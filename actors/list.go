@@ -223,15 +223,29 @@ func (s *System) ListEvents(p Principal, q ListParams) (Page, error) {
 	pg := pager{sys: s, q: q, bucket: bEvents, prefix: prefixOf(p.OwnerID, string(p.Env()))}
 	var cursorKey []byte
 	if cursor != "" {
+		badCursor := &Error{Code: CodeParameterInvalid, Param: cursorParam(q),
+			Message: "The cursor must be the id of an event this key lists, from an earlier page (evt_ followed by 32 hex characters)."}
 		seq, err := s.store.Get(bEventIDs, []byte(cursor))
 		if err != nil {
 			return Page{}, ErrUnavailable
 		}
 		if !ValidID("evt", cursor) || len(seq) != 8 {
-			return Page{}, &Error{Code: CodeParameterInvalid, Param: cursorParam(q),
-				Message: "The cursor must be an event id from an earlier page (evt_ followed by 32 hex characters)."}
+			return Page{}, badCursor
 		}
 		cursorKey = append(append([]byte{}, pg.prefix...), seq...)
+		// The index maps an id to a sequence only, and every owner and
+		// environment numbers its own events: another owner's event id
+		// would place the page by that owner's count. The cursor must be
+		// an event the caller could have been shown.
+		v, err := s.store.Get(bEvents, cursorKey)
+		if err != nil {
+			return Page{}, ErrUnavailable
+		}
+		var ev StoredEvent
+		if v == nil || fastjson.Unmarshal(v, &ev) != nil || ev.ID != cursor ||
+			(p.Kind == KindAgent && (ev.AgentID != p.AgentID || !hasAudience(ev.AudienceList, "agent"))) {
+			return Page{}, badCursor
+		}
 	}
 	agentID := q.AgentID
 	if p.Kind == KindAgent {

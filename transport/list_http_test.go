@@ -232,3 +232,45 @@ func TestReadsWithoutParametersRefuseThem(t *testing.T) {
 		mustStatus(t, call(t, e.srv, http.MethodGet, path, e.agentKey, nil, nil), http.StatusOK)
 	}
 }
+
+// An events cursor must be an event the caller could have been shown:
+// each owner and environment numbers its own events, so another owner's
+// (or, for an agent key, another agent's) event id would place the page by
+// a count that is not the caller's. Both get the 400 of an unknown cursor.
+func TestEventCursorsOfOthersAreRefused(t *testing.T) {
+	e := start(t)
+	otherID, otherKey := e.srv.NewAgent(t, e.owner.TestKey, testPolicy)
+	settledSpend(t, e, "/mine")
+	created(t, e.srv, otherKey, spendBody("0.10", "api.vendor.com", "/theirs"))
+	stranger := e.srv.NewOwner(t)
+	_, strangerAgentKey := e.srv.NewAgent(t, stranger.TestKey, testPolicy)
+	created(t, e.srv, strangerAgentKey, spendBody("0.10", "api.vendor.com", "/stranger"))
+
+	mine, _ := listIDs(t, e.srv, e.agentKey, "/v1/events")
+	theirs, _ := listIDs(t, e.srv, otherKey, "/v1/events")
+	strangers, _ := listIDs(t, e.srv, stranger.TestKey, "/v1/events")
+	if len(mine) == 0 || len(theirs) == 0 || len(strangers) == 0 {
+		t.Fatalf("events: %d mine, %d of the other agent, %d of the other owner", len(mine), len(theirs), len(strangers))
+	}
+	for _, c := range []struct{ key, cursor, who string }{
+		{e.owner.TestKey, strangers[0], "an owner with another owner's event"},
+		{e.agentKey, strangers[0], "an agent with another owner's event"},
+		{e.agentKey, theirs[0], "an agent with another agent's event"},
+	} {
+		for _, param := range []string{"starting_after", "ending_before"} {
+			r := call(t, e.srv, http.MethodGet, "/v1/events?"+param+"="+c.cursor, c.key, nil, nil)
+			if r.Status != http.StatusBadRequest {
+				t.Errorf("%s as %s: %d, want 400: %s", c.who, param, r.Status, r.Raw)
+				continue
+			}
+			wantError(t, r, http.StatusBadRequest, "invalid_request_error", "parameter_invalid", param)
+		}
+	}
+	// The caller's own cursors still page, and an owner pages over its
+	// agents' events.
+	if rest, _ := listIDs(t, e.srv, e.agentKey, "/v1/events?starting_after="+mine[0]); fmt.Sprint(rest) != fmt.Sprint(mine[1:]) {
+		t.Errorf("paging after my own first event: %v, want %v", rest, mine[1:])
+	}
+	mustStatus(t, call(t, e.srv, http.MethodGet, "/v1/events?starting_after="+theirs[0], e.owner.TestKey, nil, nil), http.StatusOK)
+	mustStatus(t, call(t, e.srv, http.MethodGet, "/v1/events?agent_id="+otherID+"&ending_before="+theirs[len(theirs)-1], e.owner.TestKey, nil, nil), http.StatusOK)
+}
