@@ -46,7 +46,7 @@ type ListParams struct {
 	EndingBefore  string
 	Created       TimeRange
 	Status        policy.Status // spends
-	Destination   string        // spends, canonical host
+	Destination   string        // spends: a canonical host, or an invalid destination as written (compared without case)
 	AgentID       string        // owners: only this agent
 	Type          string        // events: exact type or a prefix ending in ".*"
 }
@@ -167,7 +167,7 @@ func (s *System) ListSpends(p Principal, q ListParams) (Page, error) {
 		if raw == nil || fastjson.Unmarshal(raw, &sp) != nil {
 			return nil, time.Time{}, false, nil
 		}
-		if q.Status != "" && sp.Status != q.Status || q.Destination != "" && sp.Destination != q.Destination {
+		if q.Status != "" && sp.Status != q.Status || q.Destination != "" && !strings.EqualFold(sp.Destination, q.Destination) {
 			return nil, sp.CreatedAt, false, nil
 		}
 		if utf8.RuneCountInString(sp.Memo) > ListMemoLength {
@@ -177,7 +177,21 @@ func (s *System) ListSpends(p Principal, q ListParams) (Page, error) {
 		return raw, sp.CreatedAt, true, nil
 	}
 	if cursor != "" {
-		return pg.run(pg.start(cursor))
+		// Spend ids sort by time, so any id would place a page. The
+		// cursor must be a spend this list holds, as an events cursor
+		// must be an event the caller was shown: an id of another agent
+		// or owner, or one never issued, is a mistake to report, not a
+		// position to guess.
+		key := pg.start(cursor)
+		v, err := s.store.Get(pg.bucket, key)
+		if err != nil {
+			return Page{}, ErrUnavailable
+		}
+		if v == nil {
+			return Page{}, &Error{Code: CodeParameterInvalid, Param: cursorParam(q),
+				Message: "The cursor must be the id of a spend this list holds, from an earlier page; " + cursor + " is not one."}
+		}
+		return pg.run(key)
 	}
 	return pg.run(nil)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -72,6 +73,16 @@ func TestCheck(t *testing.T) {
 			want{false, "pending_approval", "unknown_destination", "new.com", "", ""}},
 		{"unknown with ask, amount above approval_over", nil, false, nil, nil, "new.com", "9.99",
 			want{false, "pending_approval", "unknown_destination", "new.com", "", ""}},
+		// spec 4.6 rule 2: whatever the amount, even one the amount rules
+		// would refuse when paid
+		{"unknown with ask, amount above the per-spend limit", nil, false, nil, nil, "new.com", "10.01",
+			want{false, "pending_approval", "unknown_destination", "new.com", "", ""}},
+		{"unknown with ask, daily cap used up", nil, false, dailyExhausted, nil, "new.com", "1.00",
+			want{false, "pending_approval", "unknown_destination", "new.com", "", ""}},
+		{"unknown with ask, empty pool", nil, false, nil, &Pool{}, "new.com", "1.00",
+			want{false, "pending_approval", "unknown_destination", "new.com", "", ""}},
+		{"unknown with ask, approvals queue full", func(r *Rules) { r.MaxPending = 1 }, false, nil, nil, "new.com", "1.00",
+			want{false, "declined", "max_pending", "new.com", "", ""}},
 		{"unknown, limit reached, with amount", nil, false, tenAsked, nil, "new.com", "1.00",
 			want{false, "declined", "unknown_destination_limit", "new.com", "", ""}},
 		{"invalid destination with amount", nil, false, nil, nil, "localhost", "1.00",
@@ -135,6 +146,25 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// TestCheckNamesTheAmountRuleAnUnknownDestinationWouldMeet: the answer is
+// pending_approval whatever the amount, and the message tells the agent
+// what the payment would meet when made.
+func TestCheckNamesTheAmountRuleAnUnknownDestinationWouldMeet(t *testing.T) {
+	for _, c := range []struct{ amount, says string }{
+		{"10.01", "above the per-payment limit of 10.00"},
+		{"1.00", ""},
+	} {
+		res := Check(fixPolicy(fixRules()), &Ledger{}, fixPool(), Subject{}, "new.com", amtPtr(c.amount), fixNow)
+		if strOrEmpty(res.Decision) != "pending_approval" || res.Reason != ReasonUnknownDestination {
+			t.Fatalf("%s: %s %s, want pending_approval unknown_destination", c.amount, strOrEmpty(res.Decision), res.Reason)
+		}
+		declined := strings.Contains(res.Message, "would be declined")
+		if c.says == "" && declined || c.says != "" && !strings.Contains(res.Message, c.says) {
+			t.Errorf("%s: message %q, want it to say %q", c.amount, res.Message, c.says)
+		}
+	}
+}
+
 func strOrEmpty(p *string) string {
 	if p == nil {
 		return ""
@@ -153,6 +183,16 @@ func TestCheckAgreesWithDecide(t *testing.T) {
 			}
 			d, l := s.run(t)
 			res := Check(fixPolicy(s.rules), l, s.pool, Subject{Paused: s.paused}, s.dest, amtPtr(s.amount), s.now)
+			if d.Outcome == StatusDeclined && amountRule(d.Reason) && d.MatchedRule == nil {
+				// The one place they differ: spec 4.6 rule 2 answers an
+				// unknown destination with pending_approval whatever
+				// the amount, where create declines on the amount first.
+				if strOrNil(res.Decision) != "pending_approval" || res.Reason != ReasonUnknownDestination || res.Rule != nil {
+					t.Errorf("Decide declined (%s) for an unknown destination, Check says decision=%s reason=%s",
+						d.Reason, strOrNil(res.Decision), res.Reason)
+				}
+				return
+			}
 			switch d.Outcome {
 			case StatusApproved:
 				if !res.Allowed || res.Decision != nil {

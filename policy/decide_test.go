@@ -320,6 +320,9 @@ func decideCases() []decideCase {
 		{"unknown destination needs approval for a large amount", func(s *decideScene) {
 			s.dest, s.amount = "new-vendor.com", "9.99"
 		}, decideWant{"pending:unknown_destination", "new-vendor.com", "", true}},
+		{"unknown destination above the per-spend limit: amounts come first", func(s *decideScene) {
+			s.dest, s.amount = "new-vendor.com", "10.01"
+		}, decideWant{"per_spend_limit", "new-vendor.com", "", false}},
 		{"unknown destination already asked today is not new", func(s *decideScene) {
 			s.dest = "new-vendor.com"
 			s.setup = append(s.setup, asked("new-vendor.com"))

@@ -190,26 +190,39 @@ type CheckResult struct {
 // Check simulates a spend without creating or reserving anything. Without an
 // amount only the destination is checked. The ledger passed in is not changed
 // in any way that matters (windows may roll forward, which is idempotent).
+//
+// A valid destination that is on no list, under unknown_destination "ask",
+// needs the owner's approval whatever the amount (spec 4.6, rule 2): the
+// answer is pending_approval even for an amount the rules would refuse at
+// once when paid, since create checks amounts first (api-decisions.md). The
+// message then says which amount rule the payment would not pass.
 func Check(p *Policy, l *Ledger, pool Pool, subj Subject, dest string, amount *Amount, now time.Time) CheckResult {
-	var d Decision
-	if amount == nil {
-		var stop bool
-		if d, stop = destinationGate(p, subj, dest, now.UTC()); !stop {
-			d.Outcome = StatusApproved
-			if d.MatchedRule == nil {
-				if !l.asked(d.Destination) && func() bool { l.roll(now); return len(l.Asked) >= NewDestinationsPerDay }() {
-					d.Outcome, d.Reason = StatusDeclined, ReasonUnknownDestinationLimit
-					d.Message = fmt.Sprintf("The agent already asked about %d new destinations today.", NewDestinationsPerDay)
-				} else {
-					d.Outcome, d.ApprovalReason = StatusPendingApproval, ReasonUnknownDestination
-					d.Message = fmt.Sprintf("%s is not a trusted destination; a payment to it would wait for the owner.", d.Destination)
+	now = now.UTC()
+	d, stop := destinationGate(p, subj, dest, now)
+	switch {
+	case stop:
+	case d.MatchedRule == nil: // unknown destination, mode ask
+		switch {
+		case !l.asked(d.Destination) && func() bool { l.roll(now); return len(l.Asked) >= NewDestinationsPerDay }():
+			d.Outcome, d.Reason = StatusDeclined, ReasonUnknownDestinationLimit
+			d.Message = fmt.Sprintf("The agent already asked about %d new destinations today.", NewDestinationsPerDay)
+		case amount == nil:
+			d.Outcome, d.ApprovalReason = StatusPendingApproval, ReasonUnknownDestination
+			d.Message = fmt.Sprintf("%s is not a trusted destination; a payment to it would wait for the owner.", d.Destination)
+		default:
+			d = pendingOrMax(p, l, d, ReasonUnknownDestination,
+				fmt.Sprintf("%s is not a trusted destination; a payment to it would wait for the owner, whatever the amount.", d.Destination))
+			if d.Outcome == StatusPendingApproval {
+				if a := amountGates(p, l, pool, Request{Amount: *amount, Destination: dest}, d, now); a.Outcome == StatusDeclined && amountRule(a.Reason) {
+					d.Message += " Amounts are checked first when the payment is made, and this one would be declined: " + a.Message
 				}
-			} else {
-				d.Message = fmt.Sprintf("%s is a known destination.", d.Destination)
 			}
 		}
-	} else {
-		d = Decide(p, l, pool, subj, Request{Amount: *amount, Destination: dest}, now)
+	case amount == nil:
+		d.Outcome = StatusApproved
+		d.Message = fmt.Sprintf("%s is a known destination.", d.Destination)
+	default:
+		d = amountGates(p, l, pool, Request{Amount: *amount, Destination: dest}, d, now)
 	}
 	r := CheckResult{Object: "spend_check", Destination: d.Destination, MatchedRule: d.MatchedRule, Rule: d.Rule,
 		ReservesNothing: true, Message: d.Message, Livemode: p.Livemode}
@@ -228,6 +241,16 @@ func Check(p *Policy, l *Ledger, pool Pool, subj Subject, dest string, amount *A
 		r.NextAction, _ = declineNextAction(d.Reason, d.Rule)
 	}
 	return r
+}
+
+// amountRule reports whether a decline reason is one of the rules on the
+// amount: the per-spend limit, a cap, or the owner's funds.
+func amountRule(reason string) bool {
+	switch reason {
+	case ReasonPerSpendLimit, ReasonDailyCap, ReasonMonthlyCap, ReasonLifetimeCap, ReasonInsufficientFunds:
+		return true
+	}
+	return false
 }
 
 // Balance is spec 2.7 without the per-response fields.

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/agentpay/guard/internal/fastjson"
 )
@@ -20,6 +21,9 @@ import (
 func decodeStrict(body []byte, v any) *apiError {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return badParam(codeInvalidJSON, "", "The request body is empty; send a JSON object.")
+	}
+	if err := checkUTF8(body); err != nil {
+		return err
 	}
 	if t := reflect.TypeOf(v); fastKeysOK(body, t) {
 		// Known, unique, well-formed keys: the body agents send every
@@ -39,6 +43,30 @@ func decodeStrict(body []byte, v any) *apiError {
 	return nil
 }
 
+// checkUTF8 refuses a body that is not UTF-8, as JSON text must be (RFC
+// 8259 8.1). The decoders would replace each bad byte with U+FFFD and go
+// on: a memo would be stored other than it was sent.
+func checkUTF8(body []byte) *apiError {
+	if utf8.Valid(body) {
+		return nil
+	}
+	at := 0
+	for at < len(body) {
+		r, n := utf8.DecodeRune(body[at:])
+		if r == utf8.RuneError && n <= 1 {
+			break
+		}
+		at += n
+	}
+	return badParam(codeInvalidJSON, "", fmt.Sprintf("The request body is not valid UTF-8 (at byte %d); send JSON text encoded as UTF-8.", at))
+}
+
+// moneyFields are the request fields that carry an amount: a JSON number
+// sent for one of them gets the reminder that amounts are strings.
+var moneyFields = map[string]bool{"amount": true, "per_spend_limit": true, "daily_cap": true, "monthly_cap": true,
+	"lifetime_cap": true, "approval_over": true, "destination_window_over": true, "reserve_floor": true,
+	"low_balance_threshold": true}
+
 func decodeError(err error) *apiError {
 	var te *json.UnmarshalTypeError
 	var se *json.SyntaxError
@@ -47,7 +75,7 @@ func decodeError(err error) *apiError {
 		param := te.Field
 		want := te.Type.String()
 		switch {
-		case strings.Contains(want, "string") && te.Value == "number":
+		case strings.Contains(want, "string") && te.Value == "number" && moneyFields[param[strings.LastIndexByte(param, '.')+1:]]:
 			return badParam(codeParameterInvalid, param, fmt.Sprintf("%s must be a JSON string; write amounts as decimal strings like \"5.00\", not JSON numbers.", param))
 		case strings.Contains(want, "string"):
 			return badParam(codeParameterInvalid, param, fmt.Sprintf("%s must be a JSON string, not a %s.", param, te.Value))

@@ -10,8 +10,8 @@ import (
 // A practice deposit that could not be completed is a conflict with the
 // state of the pool, not bad input: 409, like the other state conflicts.
 func (s *Server) getFunding(c *call) *apiError {
-	if n := c.ctx.QueryArgs().Len(); n > 0 {
-		return badParam(codeParameterUnknown, "", "GET /v1/funding takes no parameters.")
+	if err := noParams(c, "GET /v1/funding", "it answers for the owner of the key."); err != nil {
+		return err
 	}
 	f, err := s.sys.Funding(c.who)
 	if err != nil {

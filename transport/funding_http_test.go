@@ -68,7 +68,7 @@ func TestFundingReadAndUpdate(t *testing.T) {
 	}
 	wantError(t, call(t, e.srv, http.MethodPost, "/v1/funding", e.owner.TestKey, map[string]string{"Content-Type": "text/plain"}, `{}`),
 		400, "invalid_request_error", "unsupported_content_type", "Content-Type")
-	wantError(t, call(t, e.srv, http.MethodGet, "/v1/funding?expand=all", e.owner.TestKey, nil, nil), 400, "invalid_request_error", "parameter_unknown", "")
+	wantError(t, call(t, e.srv, http.MethodGet, "/v1/funding?expand=all", e.owner.TestKey, nil, nil), 400, "invalid_request_error", "parameter_unknown", "expand")
 	if f := funding(t, e.srv, e.owner.TestKey); f["reserve_floor"] != "250.50" || f["low_balance_threshold"] != "50.00" {
 		t.Fatalf("refused updates changed the funding: %v", f)
 	}

@@ -3,7 +3,6 @@ package transport
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -35,8 +34,8 @@ func listParams(c *call, extra ...string) (actors.ListParams, *apiError) {
 		}
 		switch key {
 		case "limit":
-			n, err := strconv.Atoi(val)
-			if err != nil || n < 1 || n > actors.MaxPageSize {
+			n, ok := wholeNumber(v)
+			if !ok || n < 1 || n > actors.MaxPageSize {
 				bad = badParam(codeParameterInvalid, "limit", "limit must be a whole number from 1 to 50.")
 			}
 			q.Limit = n
@@ -76,6 +75,23 @@ func listParams(c *call, extra ...string) (actors.ListParams, *apiError) {
 		bad = badParam(codeParameterInvalid, "agent_id", "An agent key lists only its own agent's objects; omit agent_id or pass your own agent's id.")
 	}
 	return q, bad
+}
+
+// wholeNumber reads a query value made of decimal digits only, as the
+// documents describe it: strconv.Atoi would also take "+5". Nine digits
+// at most, far above any bound a parameter has, so it cannot overflow.
+func wholeNumber(b []byte) (int, bool) {
+	if len(b) == 0 || len(b) > 9 {
+		return 0, false
+	}
+	n := 0
+	for _, ch := range b {
+		if ch < '0' || ch > '9' {
+			return 0, false
+		}
+		n = n*10 + int(ch-'0')
+	}
+	return n, true
 }
 
 // Unix seconds of the first and the last second an RFC 3339 timestamp can
@@ -132,9 +148,14 @@ func (s *Server) listSpends(c *call) *apiError {
 		q.Status = st
 	}
 	if v := args.Peek("destination"); v != nil {
+		if len(v) == 0 || len(v) > maxDestination {
+			return badParam(codeParameterInvalid, "destination", "destination must be a host name of 1 to 253 characters; omit it to list every destination.")
+		}
 		h, herr := policy.CanonicalHost(string(v))
 		if herr != nil {
-			h = strings.ToLower(string(v)) // invalid destinations are stored as written
+			// A declined spend keeps an invalid destination as written;
+			// the list compares it without case.
+			h = string(v)
 		}
 		q.Destination = h
 	}

@@ -274,3 +274,89 @@ func TestEventCursorsOfOthersAreRefused(t *testing.T) {
 	mustStatus(t, call(t, e.srv, http.MethodGet, "/v1/events?starting_after="+theirs[0], e.owner.TestKey, nil, nil), http.StatusOK)
 	mustStatus(t, call(t, e.srv, http.MethodGet, "/v1/events?agent_id="+otherID+"&ending_before="+theirs[len(theirs)-1], e.owner.TestKey, nil, nil), http.StatusOK)
 }
+
+// A spends cursor must be a spend the list holds. Spend ids sort by the
+// time inside them, so any well-formed id would place a page; another
+// agent's, another owner's or one never issued is reported, not guessed at.
+func TestSpendCursorsMustBeOnTheList(t *testing.T) {
+	e := start(t)
+	first := settledSpend(t, e, "/a")
+	settledSpend(t, e, "/b")
+	otherID, otherKey := e.srv.NewAgent(t, e.owner.TestKey, testPolicy)
+	theirs := created(t, e.srv, otherKey, spendBody("0.10", "api.vendor.com", "/theirs"))["id"].(string)
+	stranger := e.srv.NewOwner(t)
+	_, strangerAgentKey := e.srv.NewAgent(t, stranger.TestKey, testPolicy)
+	strangers := created(t, e.srv, strangerAgentKey, spendBody("0.10", "api.vendor.com", "/s"))["id"].(string)
+	never := "spd_ffffffffffffffffffffffffffffffff"
+
+	for _, c := range []struct{ key, query, why string }{
+		{e.agentKey, "starting_after=" + theirs, "an agent with another agent's spend"},
+		{e.agentKey, "ending_before=" + theirs, "an agent with another agent's spend"},
+		{e.agentKey, "starting_after=" + never, "an id never issued"},
+		{e.owner.TestKey, "starting_after=" + strangers, "an owner with another owner's spend"},
+		{e.owner.TestKey, "agent_id=" + e.agentID + "&starting_after=" + theirs, "an owner's agent filter with another agent's spend"},
+		{e.owner.LiveKey, "starting_after=" + first, "a live key with a practice spend"},
+	} {
+		param := "starting_after"
+		if strings.HasPrefix(c.query, "ending_before") {
+			param = "ending_before"
+		}
+		r := call(t, e.srv, http.MethodGet, "/v1/spends?"+c.query, c.key, nil, nil)
+		er := wantError(t, r, http.StatusBadRequest, "invalid_request_error", "parameter_invalid", param)
+		if msg, _ := er["message"].(string); !strings.Contains(msg, "earlier page") {
+			t.Errorf("%s: message %q", c.why, msg)
+		}
+	}
+	// The caller's own spends are cursors, for the owner too, with or
+	// without the agent filter.
+	if ids, _ := listIDs(t, e.srv, e.agentKey, "/v1/spends?ending_before="+first); len(ids) != 1 {
+		t.Errorf("ending_before the first spend: %v, want the second", ids)
+	}
+	if ids, _ := listIDs(t, e.srv, e.owner.TestKey, "/v1/spends?starting_after="+theirs); len(ids) != 2 {
+		t.Errorf("owner, starting_after the newest spend: %v, want the two before it", ids)
+	}
+	if ids, _ := listIDs(t, e.srv, e.owner.TestKey, "/v1/spends?agent_id="+otherID+"&ending_before="+theirs); len(ids) != 0 {
+		t.Errorf("owner, ending_before the other agent's only spend: %v", ids)
+	}
+}
+
+// The destination filter finds a declined spend whose invalid destination
+// was kept as written, in any case; an empty or overlong filter is refused.
+func TestDestinationFilter(t *testing.T) {
+	e := start(t)
+	declined := created(t, e.srv, e.agentKey, `{"amount":"1.00","destination":"LocalHost"}`)
+	if declined["status"] != "declined" || declined["destination"] != "LocalHost" {
+		t.Fatalf("spend to LocalHost: %s %v", declined["status"], declined["destination"])
+	}
+	settled := settledSpend(t, e, "/x")
+	for _, c := range []struct {
+		filter string
+		want   any
+	}{
+		{"LocalHost", declined["id"]},
+		{"localhost", declined["id"]},
+		{"LOCALHOST", declined["id"]},
+		{"API.Vendor.com", settled},
+	} {
+		ids, _ := listIDs(t, e.srv, e.agentKey, "/v1/spends?destination="+c.filter)
+		if len(ids) != 1 || ids[0] != c.want {
+			t.Errorf("destination=%s: %v, want %v", c.filter, ids, c.want)
+		}
+	}
+	for _, q := range []string{"destination=", "destination=" + strings.Repeat("a", 254)} {
+		r := call(t, e.srv, http.MethodGet, "/v1/spends?"+q, e.agentKey, nil, nil)
+		wantError(t, r, http.StatusBadRequest, "invalid_request_error", "parameter_invalid", "destination")
+	}
+}
+
+// limit is digits only: "+5" is not a number the documents allow.
+func TestLimitIsDigitsOnly(t *testing.T) {
+	e := start(t)
+	for _, q := range []string{"+5", "-0", "5.0", " 5", "0x5", "1000000000000"} {
+		r := call(t, e.srv, http.MethodGet, "/v1/spends?limit="+url.QueryEscape(q), e.agentKey, nil, nil)
+		wantError(t, r, http.StatusBadRequest, "invalid_request_error", "parameter_invalid", "limit")
+	}
+	if _, more := listIDs(t, e.srv, e.agentKey, "/v1/spends?limit=05"); more {
+		t.Error("limit=05 on an empty list has more")
+	}
+}

@@ -13,10 +13,10 @@ import (
 // (api-decisions.md: CRUD /v1/notification_channels[/{id}]). A channel is
 // not edited in place: delete it and add the new one.
 func (s *Server) notificationRoutes(r *router.Router) {
-	r.POST("/v1/notification_channels", s.wrap(s.ownerOnly(s.createNotificationChannel, ratelimit.AdminWrites)))
+	r.POST("/v1/notification_channels", s.wrap(s.ownerOnly(noQuery(s.createNotificationChannel), ratelimit.AdminWrites)))
 	r.GET("/v1/notification_channels", s.wrap(s.ownerOnly(s.listNotificationChannels)))
-	r.GET("/v1/notification_channels/{id}", s.wrap(s.ownerOnly(s.getNotificationChannel)))
-	r.DELETE("/v1/notification_channels/{id}", s.wrap(s.ownerOnly(s.deleteNotificationChannel, ratelimit.AdminWrites)))
+	r.GET("/v1/notification_channels/{id}", s.wrap(s.ownerOnly(noQuery(s.getNotificationChannel))))
+	r.DELETE("/v1/notification_channels/{id}", s.wrap(s.ownerOnly(noQuery(s.deleteNotificationChannel), ratelimit.AdminWrites)))
 }
 
 type notificationChannelBody struct {
@@ -54,8 +54,8 @@ func (s *Server) createNotificationChannel(c *call) *apiError {
 // channel of the environment (at most actors.MaxNotificationChannels, so
 // one page), newest first.
 func (s *Server) listNotificationChannels(c *call) *apiError {
-	if n := c.ctx.QueryArgs().Len(); n > 0 {
-		return badParam(codeParameterUnknown, "", "GET /v1/notification_channels takes no parameters; it lists every channel at once.")
+	if err := noParams(c, "GET /v1/notification_channels", "it lists every channel at once."); err != nil {
+		return err
 	}
 	chans, err := s.sys.NotificationChannels(c.who)
 	if err != nil {

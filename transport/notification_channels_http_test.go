@@ -155,7 +155,7 @@ func TestNotificationChannelsCRUD(t *testing.T) {
 	if ids := channelIDs(t, e.srv, owner); fmt.Sprint(ids) != fmt.Sprint([]string{chatID}) {
 		t.Fatalf("after the delete the list is %v, want [%s]", ids, chatID)
 	}
-	wantError(t, call(t, e.srv, http.MethodGet, channelsPath+"?type=chat", owner, nil, nil), 400, "invalid_request_error", "parameter_unknown", "")
+	wantError(t, call(t, e.srv, http.MethodGet, channelsPath+"?type=chat", owner, nil, nil), 400, "invalid_request_error", "parameter_unknown", "type")
 }
 
 func TestNotificationChannelValidation(t *testing.T) {

@@ -41,8 +41,8 @@ func (s *Server) agentAction(action string) handler {
 }
 
 func (s *Server) listKeys(c *call) *apiError {
-	if n := c.ctx.QueryArgs().Len(); n > 0 {
-		return badParam(codeParameterUnknown, "", "GET /v1/keys takes no parameters.")
+	if err := noParams(c, "GET /v1/keys", "it lists every key of the owner."); err != nil {
+		return err
 	}
 	keys, err := s.sys.ListKeys(c.who)
 	if err != nil {

@@ -82,6 +82,10 @@ func NewServer(cfg Config) *Server {
 	// The spec has no 405: a method a path does not take is a route that
 	// does not exist.
 	r.HandleMethodNotAllowed = false
+	// Nor does it have OPTIONS: the router would answer it by itself,
+	// without the headers every answer carries. There is no browser
+	// caller on another origin to preflight for.
+	r.HandleOPTIONS = false
 	s.routes(r)
 	notFound := s.wrap(s.public(func(c *call) *apiError {
 		return badParam(codeRouteNotFound, "", "No route "+string(c.ctx.Method())+" "+string(c.ctx.Path())+" exists; see /v1/openapi.json.")
@@ -98,6 +102,7 @@ func NewServer(cfg Config) *Server {
 			notFound(ctx)
 		}
 	}
+	headLikeGet(r)
 	s.http = &fasthttp.Server{
 		Handler:                       r.Handler,
 		MaxRequestBodySize:            MaxBodyBytes,
@@ -131,46 +136,62 @@ func (s *Server) routes(r *router.Router) {
 	r.GET("/.well-known/jwks.json", s.wrap(s.public(s.jwks)))
 	r.GET("/v1/openapi.json", s.wrap(s.public(s.openapi)))
 
-	r.POST("/v1/spends", s.wrap(s.agentOnly(s.createSpend, ratelimit.Spends, ratelimit.SpendsDaily)))
-	r.POST("/v1/spends/check", s.wrap(s.agentOnly(s.checkSpend, ratelimit.Check)))
+	r.POST("/v1/spends", s.wrap(s.agentOnly(noQuery(s.createSpend), ratelimit.Spends, ratelimit.SpendsDaily)))
+	r.POST("/v1/spends/check", s.wrap(s.agentOnly(noQuery(s.checkSpend), ratelimit.Check)))
 	r.GET("/v1/spends", s.wrap(s.authed(s.listSpends)))
 	r.GET("/v1/events", s.wrap(s.authed(s.listEvents)))
 	r.GET("/v1/spends/{id}", s.wrap(s.authed(s.getSpend)))
-	r.POST("/v1/spends/{id}/cancel", s.wrap(s.agentOnly(s.cancelSpend)))
+	r.POST("/v1/spends/{id}/cancel", s.wrap(s.agentOnly(noQuery(s.cancelSpend))))
 	r.GET("/v1/balance", s.wrap(s.agentOnly(s.balance)))
 	r.GET("/v1/policy", s.wrap(s.agentOnly(s.agentPolicy)))
 	r.GET("/v1/me", s.wrap(s.authed(s.me)))
-	r.GET("/v1/receipts/{id}", s.wrap(s.authed(s.receipt)))
-	r.GET("/v1/approvals/{id}", s.wrap(s.authed(s.getApproval)))
+	r.GET("/v1/receipts/{id}", s.wrap(s.authed(noQuery(s.receipt))))
+	r.GET("/v1/approvals/{id}", s.wrap(s.authed(noQuery(s.getApproval))))
 
-	r.POST("/v1/agents", s.wrap(s.ownerOnly(s.createAgent, ratelimit.AdminWrites)))
+	r.POST("/v1/agents", s.wrap(s.ownerOnly(noQuery(s.createAgent), ratelimit.AdminWrites)))
 	r.GET("/v1/agents", s.wrap(s.ownerOnly(s.listAgents)))
-	r.GET("/v1/agents/{id}", s.wrap(s.ownerOnly(s.getAgent)))
-	r.POST("/v1/agents/{id}", s.wrap(s.ownerOnly(s.renameAgent, ratelimit.AdminWrites)))
+	r.GET("/v1/agents/{id}", s.wrap(s.ownerOnly(noQuery(s.getAgent))))
+	r.POST("/v1/agents/{id}", s.wrap(s.ownerOnly(noQuery(s.renameAgent), ratelimit.AdminWrites)))
 	// A static segment wins over {id} in this router, and agent ids never
 	// look like it (agt_ + hex).
-	r.POST("/v1/agents/pause_all", s.wrap(s.ownerOnly(s.pauseAllAgents, ratelimit.AdminWrites)))
-	r.POST("/v1/agents/{id}/pause", s.wrap(s.ownerOnly(s.agentAction(actors.ActionPause), ratelimit.AdminWrites)))
-	r.POST("/v1/agents/{id}/resume", s.wrap(s.ownerOnly(s.agentAction(actors.ActionResume), ratelimit.AdminWrites)))
-	r.POST("/v1/agents/{id}/archive", s.wrap(s.ownerOnly(s.agentAction(actors.ActionArchive), ratelimit.AdminWrites)))
+	r.POST("/v1/agents/pause_all", s.wrap(s.ownerOnly(noQuery(s.pauseAllAgents), ratelimit.AdminWrites)))
+	r.POST("/v1/agents/{id}/pause", s.wrap(s.ownerOnly(noQuery(s.agentAction(actors.ActionPause)), ratelimit.AdminWrites)))
+	r.POST("/v1/agents/{id}/resume", s.wrap(s.ownerOnly(noQuery(s.agentAction(actors.ActionResume)), ratelimit.AdminWrites)))
+	r.POST("/v1/agents/{id}/archive", s.wrap(s.ownerOnly(noQuery(s.agentAction(actors.ActionArchive)), ratelimit.AdminWrites)))
 	r.GET("/v1/keys", s.wrap(s.ownerOnly(s.listKeys)))
-	r.POST("/v1/keys/{id}/revoke", s.wrap(s.ownerOnly(s.revokeKey, ratelimit.AdminWrites, ratelimit.KeyChanges)))
-	r.POST("/v1/agents/{id}/keys", s.wrap(s.ownerOnly(s.createAgentKey, ratelimit.AdminWrites, ratelimit.KeyChanges)))
-	r.GET("/v1/agents/{id}/policy", s.wrap(s.ownerOnly(s.ownerPolicy)))
-	r.POST("/v1/agents/{id}/policy", s.wrap(s.ownerOnly(s.publishPolicy, ratelimit.AdminWrites)))
-	r.POST("/v1/agents/{id}/destinations", s.wrap(s.ownerOnly(s.addDestination, ratelimit.AdminWrites)))
-	r.DELETE("/v1/agents/{id}/destinations/{list}/{pattern}", s.wrap(s.ownerOnly(s.removeDestination, ratelimit.AdminWrites)))
-	r.POST("/v1/keys/{id}/rotate", s.wrap(s.ownerOnly(s.rotateKey, ratelimit.AdminWrites, ratelimit.KeyChanges)))
-	r.POST("/v1/owner_keys", s.wrap(s.ownerOnly(s.createOwnerKey, ratelimit.AdminWrites, ratelimit.KeyChanges)))
+	r.POST("/v1/keys/{id}/revoke", s.wrap(s.ownerOnly(noQuery(s.revokeKey), ratelimit.AdminWrites, ratelimit.KeyChanges)))
+	r.POST("/v1/agents/{id}/keys", s.wrap(s.ownerOnly(noQuery(s.createAgentKey), ratelimit.AdminWrites, ratelimit.KeyChanges)))
+	r.GET("/v1/agents/{id}/policy", s.wrap(s.ownerOnly(noQuery(s.ownerPolicy))))
+	r.POST("/v1/agents/{id}/policy", s.wrap(s.ownerOnly(noQuery(s.publishPolicy), ratelimit.AdminWrites)))
+	r.POST("/v1/agents/{id}/destinations", s.wrap(s.ownerOnly(noQuery(s.addDestination), ratelimit.AdminWrites)))
+	r.DELETE("/v1/agents/{id}/destinations/{list}/{pattern}", s.wrap(s.ownerOnly(noQuery(s.removeDestination), ratelimit.AdminWrites)))
+	r.POST("/v1/keys/{id}/rotate", s.wrap(s.ownerOnly(noQuery(s.rotateKey), ratelimit.AdminWrites, ratelimit.KeyChanges)))
+	r.POST("/v1/owner_keys", s.wrap(s.ownerOnly(noQuery(s.createOwnerKey), ratelimit.AdminWrites, ratelimit.KeyChanges)))
 	r.GET("/v1/funding", s.wrap(s.ownerOnly(s.getFunding)))
-	r.POST("/v1/funding", s.wrap(s.ownerOnly(s.updateFunding, ratelimit.AdminWrites)))
-	r.POST("/v1/test/deposits", s.wrap(s.practiceControl(s.testDeposit)))
-	r.GET("/v1/test/clock", s.wrap(s.practiceControl(s.getTestClock)))
-	r.POST("/v1/test/clock/advance", s.wrap(s.practiceControl(s.advanceTestClock)))
-	r.POST("/v1/test/reset", s.wrap(s.practiceControl(s.resetPractice)))
-	r.POST("/v1/policy_changes/{id}/cancel", s.wrap(s.ownerOnly(s.cancelPolicyChange, ratelimit.AdminWrites)))
+	r.POST("/v1/funding", s.wrap(s.ownerOnly(noQuery(s.updateFunding), ratelimit.AdminWrites)))
+	r.POST("/v1/test/deposits", s.wrap(s.practiceControl(noQuery(s.testDeposit))))
+	r.GET("/v1/test/clock", s.wrap(s.practiceControl(noQuery(s.getTestClock))))
+	r.POST("/v1/test/clock/advance", s.wrap(s.practiceControl(noQuery(s.advanceTestClock))))
+	r.POST("/v1/test/reset", s.wrap(s.practiceControl(noQuery(s.resetPractice))))
+	r.POST("/v1/policy_changes/{id}/cancel", s.wrap(s.ownerOnly(noQuery(s.cancelPolicyChange), ratelimit.AdminWrites)))
 	s.webhookRoutes(r)
 	s.notificationRoutes(r)
+}
+
+// headLikeGet registers HEAD on every GET route, with the same handler:
+// HTTP requires a general-purpose server to answer HEAD as it answers GET,
+// headers included, and load balancers probe /healthz with it. fasthttp
+// leaves the body out of the answer to a HEAD request.
+func headLikeGet(r *router.Router) {
+	for _, path := range r.List()[fasthttp.MethodGet] {
+		// Lookup's second result is about trailing slashes; a miss is a
+		// nil handler.
+		h, _ := r.Lookup(fasthttp.MethodGet, path, &fasthttp.RequestCtx{})
+		if h == nil {
+			panic("transport: GET " + path + " is listed but not found")
+		}
+		r.HEAD(path, h)
+	}
 }
 
 // Handler is the whole API as one fasthttp handler: what Serve runs for

@@ -2,7 +2,7 @@ package transport
 
 import (
 	"net/url"
-	"strconv"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -244,10 +244,13 @@ func (s *Server) createSpend(c *call) *apiError {
 
 func (s *Server) getSpend(c *call) *apiError {
 	id, _ := c.ctx.UserValue("id").(string)
+	if name, ok := unknownParam(c, "wait_seconds"); ok {
+		return badParam(codeParameterUnknown, clip(name, 40), clip(name, 40)+" is not a parameter of GET /v1/spends/{id}; its only one is wait_seconds (a whole number from 0 to 20).")
+	}
 	var wait time.Duration
 	if w := c.ctx.QueryArgs().Peek("wait_seconds"); w != nil {
-		n, err := strconv.Atoi(string(w))
-		if err != nil || n < 0 || n > maxWaitSeconds {
+		n, ok := wholeNumber(w)
+		if !ok || n > maxWaitSeconds {
 			return badParam(codeParameterInvalid, "wait_seconds", "wait_seconds must be a whole number from 0 to 20.")
 		}
 		wait = time.Duration(n) * time.Second
@@ -296,7 +299,7 @@ const (
 // readCheckBody decodes a check body: in one pass when it is the plain
 // shape agents send, otherwise through decodeStrict.
 func readCheckBody(raw []byte) (vals [3]string, set [3]bool, _ *apiError) {
-	if decodeFlatStrings(raw, checkMembers, vals[:], set[:]) {
+	if decodeFlatStrings(raw, checkMembers, vals[:], set[:]) && utf8.Valid(raw) {
 		return vals, set, nil
 	}
 	var body checkBody
@@ -350,18 +353,43 @@ func (s *Server) checkSpend(c *call) *apiError {
 
 // noParams refuses any query parameter on a route that takes none (spec
 // 4.7). Ignoring one would answer a question the caller did not ask:
-// GET /v1/policy?agent_id=... answered for the key's own agent.
+// GET /v1/policy?agent_id=... answered for the key's own agent. hint says
+// what the route answers instead.
 func noParams(c *call, route, hint string) *apiError {
+	if name, ok := unknownParam(c); ok {
+		return badParam(codeParameterUnknown, clip(name, 40), route+" takes no parameters; remove "+clip(name, 40)+". "+
+			strings.ToUpper(hint[:1])+hint[1:])
+	}
+	return nil
+}
+
+// noQuery wraps the handler of a route that takes no query parameters, so
+// that one sent anyway is refused rather than ignored: ignoring it would
+// carry out a request the caller did not make. POST /v1/spends?dry_run=true
+// paid, and POST /v1/spends/check?amount=1000 checked no amount at all.
+func noQuery(h handler) handler {
+	return func(c *call) *apiError {
+		if name, ok := unknownParam(c); ok {
+			return badParam(codeParameterUnknown, clip(name, 40), string(c.ctx.Method())+" "+clip(string(c.ctx.Path()), 80)+
+				" takes no query parameters; remove "+clip(name, 40)+" (fields of a request go in its JSON body).")
+		}
+		return h(c)
+	}
+}
+
+// unknownParam returns the first query parameter whose name is not one of
+// known.
+func unknownParam(c *call, known ...string) (string, bool) {
 	args := c.ctx.QueryArgs()
 	if args.Len() == 0 {
-		return nil
+		return "", false
 	}
-	var name string
 	for k := range args.All() {
-		name = string(k)
-		break
+		if !slices.Contains(known, string(k)) {
+			return string(k), true
+		}
 	}
-	return badParam(codeParameterUnknown, clip(name, 40), route+" takes no parameters; "+hint)
+	return "", false
 }
 
 func (s *Server) balance(c *call) *apiError {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/big"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strings"
 	"testing"
@@ -656,9 +657,14 @@ func TestWaitSeconds(t *testing.T) {
 	s := e.srv
 	sp := created(t, s, e.agentKey, spendBody("1.00", "api.vendor.com", "/v1/data"))
 	id := sp["id"].(string)
-	for _, q := range []string{"21", "100", "-1", "abc", "1.5", ""} {
-		r := getSpend(t, s, e.agentKey, id, "?wait_seconds="+q)
+	for _, q := range []string{"21", "100", "-1", "abc", "1.5", "", "+3", "1e1"} {
+		r := getSpend(t, s, e.agentKey, id, "?wait_seconds="+url.QueryEscape(q))
 		wantError(t, r, http.StatusBadRequest, "invalid_request_error", "parameter_invalid", "wait_seconds")
+	}
+	// A misspelt wait is refused, not an answer that did not wait.
+	r := getSpend(t, s, e.agentKey, id, "?wait=20")
+	if e := wantError(t, r, http.StatusBadRequest, "invalid_request_error", "parameter_unknown", "wait"); !strings.Contains(e["message"].(string), "wait_seconds") {
+		t.Errorf("the message does not name the parameter meant: %v", e["message"])
 	}
 	// A finished spend answers at once, whatever the wait.
 	for _, q := range []string{"0", "20"} {
@@ -689,6 +695,8 @@ func TestCheck(t *testing.T) {
 		{`{"destination":"deep.shop.io"}`, true, nil, "allowed"},
 		{`{"destination":"new.vendor.io"}`, false, "pending_approval", "unknown_destination"},
 		{`{"destination":"another.vendor.io","amount":"0.01"}`, false, "pending_approval", "unknown_destination"},
+		// spec 4.6 rule 2: whatever the amount
+		{`{"destination":"another.vendor.io","amount":"100.01"}`, false, "pending_approval", "unknown_destination"},
 		{`{"destination":"api.vendor.com","amount":"100.01"}`, false, "declined", "per_spend_limit"},
 		{`{"destination":"api.vendor.com","amount":"100.00"}`, true, nil, "allowed"},
 		{`{"destination":"localhost"}`, false, nil, "destination_not_allowed"},
@@ -719,6 +727,8 @@ func TestCheck(t *testing.T) {
 		{`{"destination":"api.vendor.com","currency":"eur"}`, "currency_not_supported", "currency"},
 		{`{"destination":"api.vendor.com","destination":"new.vendor.io"}`, "invalid_json", "destination"},
 		{`{"destination":"api.vendor.com","extra":1}`, "parameter_unknown", "extra"},
+		{"{\"destination\":\"api.vendor.com\xff\"}", "invalid_json", ""},
+		{`{"destination":7}`, "parameter_invalid", "destination"},
 	} {
 		r := call(t, s, http.MethodPost, "/v1/spends/check", e.agentKey, nil, c.body)
 		wantError(t, r, http.StatusBadRequest, "invalid_request_error", c.code, c.param)

@@ -13,14 +13,14 @@ import (
 // Writes count as administration writes; re-delivery is a practice
 // control with its limit, and answers 404 to a live key.
 func (s *Server) webhookRoutes(r *router.Router) {
-	r.POST("/v1/webhook_endpoints", s.wrap(s.ownerOnly(s.createWebhookEndpoint, ratelimit.AdminWrites)))
+	r.POST("/v1/webhook_endpoints", s.wrap(s.ownerOnly(noQuery(s.createWebhookEndpoint), ratelimit.AdminWrites)))
 	r.GET("/v1/webhook_endpoints", s.wrap(s.ownerOnly(s.listWebhookEndpoints)))
 	r.GET("/v1/webhook_endpoints/{id}", s.wrap(s.ownerOnly(s.getWebhookEndpoint)))
-	r.POST("/v1/webhook_endpoints/{id}", s.wrap(s.ownerOnly(s.updateWebhookEndpoint, ratelimit.AdminWrites)))
-	r.DELETE("/v1/webhook_endpoints/{id}", s.wrap(s.ownerOnly(s.deleteWebhookEndpoint, ratelimit.AdminWrites)))
-	r.POST("/v1/webhook_endpoints/{id}/rotate_secret", s.wrap(s.ownerOnly(s.rotateWebhookSecret, ratelimit.AdminWrites)))
-	r.POST("/v1/webhook_endpoints/{id}/test", s.wrap(s.ownerOnly(s.testWebhookEndpoint, ratelimit.AdminWrites)))
-	r.POST("/v1/test/events/{id}/redeliver", s.wrap(s.practiceControl(s.redeliverEvent)))
+	r.POST("/v1/webhook_endpoints/{id}", s.wrap(s.ownerOnly(noQuery(s.updateWebhookEndpoint), ratelimit.AdminWrites)))
+	r.DELETE("/v1/webhook_endpoints/{id}", s.wrap(s.ownerOnly(noQuery(s.deleteWebhookEndpoint), ratelimit.AdminWrites)))
+	r.POST("/v1/webhook_endpoints/{id}/rotate_secret", s.wrap(s.ownerOnly(noQuery(s.rotateWebhookSecret), ratelimit.AdminWrites)))
+	r.POST("/v1/webhook_endpoints/{id}/test", s.wrap(s.ownerOnly(noQuery(s.testWebhookEndpoint), ratelimit.AdminWrites)))
+	r.POST("/v1/test/events/{id}/redeliver", s.wrap(s.practiceControl(noQuery(s.redeliverEvent))))
 }
 
 type webhookEndpointCreate struct {
@@ -60,8 +60,8 @@ func (s *Server) createWebhookEndpoint(c *call) *apiError {
 }
 
 func (s *Server) listWebhookEndpoints(c *call) *apiError {
-	if c.ctx.QueryArgs().Len() > 0 {
-		return badParam(codeParameterUnknown, "", "GET /v1/webhook_endpoints takes no parameters; it lists every endpoint (at most 10).")
+	if err := noParams(c, "GET /v1/webhook_endpoints", "it lists every endpoint (at most 10)."); err != nil {
+		return err
 	}
 	eps, err := s.sys.WebhookEndpoints(c.who)
 	if err != nil {
@@ -72,8 +72,8 @@ func (s *Server) listWebhookEndpoints(c *call) *apiError {
 }
 
 func (s *Server) getWebhookEndpoint(c *call) *apiError {
-	if c.ctx.QueryArgs().Len() > 0 {
-		return badParam(codeParameterUnknown, "", "GET /v1/webhook_endpoints/{id} takes no parameters.")
+	if err := noParams(c, "GET /v1/webhook_endpoints/{id}", "it answers for the endpoint of the path."); err != nil {
+		return err
 	}
 	e, err := s.sys.GetWebhookEndpoint(c.who, webhookPathID(c))
 	if err != nil {

@@ -111,9 +111,10 @@ func (c *Console) Register(r *router.Router, track func(fasthttp.RequestHandler)
 	get := func(path string, h handler) { r.GET(b+path, track(c.serve(h))) }
 	post := func(path string, h handler) { r.POST(b+path, track(c.serve(h))) }
 	r.GET(b+"/static/console.css", track(c.stylesheet))
-	if b != "" {
-		get("", c.home)
-	}
+	// The base itself ("/console", the address the service prints at
+	// start) is answered by NotFound: this router takes "/console" and
+	// "/console/" for one path with a trailing-slash variant, and keeps a
+	// handler for only one of them.
 	get("/", c.home)
 	get("/signin", c.signInPage)
 	post("/signin", c.signIn)
@@ -149,6 +150,10 @@ func (c *Console) Owns(path []byte) bool {
 
 // NotFound answers an unknown path under the console.
 func (c *Console) NotFound(ctx *fasthttp.RequestCtx) {
+	if c.base != "" && string(ctx.Path()) == c.base && (ctx.IsGet() || ctx.IsHead()) {
+		c.serve(c.home)(ctx)
+		return
+	}
 	c.serve(func(r *request) error {
 		return &pageError{status: 404, title: "Page not found", message: "There is no console page at this address."}
 	})(ctx)

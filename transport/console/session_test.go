@@ -288,6 +288,13 @@ func TestUnknownConsolePathIsAnHTMLPage(t *testing.T) {
 	if p := c.get("/console/static/console.css"); p.status != http.StatusOK || !strings.Contains(p.body, ".envband") {
 		t.Fatalf("stylesheet: %d", p.status)
 	}
+	// The address the service prints at start is the console's home,
+	// with or without the trailing slash.
+	for _, path := range []string{"/console", "/console/"} {
+		if p := c.get(path); p.status != http.StatusSeeOther || p.location() != "/console/signin" {
+			t.Errorf("GET %s: %d to %q, want 303 to the sign-in page", path, p.status, p.location())
+		}
+	}
 }
 
 func mustURL(t *testing.T, s string) *url.URL {

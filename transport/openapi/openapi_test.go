@@ -240,7 +240,7 @@ func (r response) errCode() string {
 
 // startService runs the real service in-process on a fake clock, with the
 // strict validator: a field the document does not declare is an error.
-func startService(t *testing.T) *harness {
+func startService(t *testing.T, tune ...func(*wire.Config)) *harness {
 	t.Helper()
 	v, err := openapi.NewStrictValidator()
 	if err != nil {
@@ -250,6 +250,9 @@ func startService(t *testing.T) *harness {
 	cfg := wire.Defaults()
 	cfg.Data = t.TempDir()
 	cfg.ConsoleURL = "https://console.guard.test"
+	for _, f := range tune {
+		f(&cfg)
+	}
 	svc, err := wire.Open(cfg, wire.Options{Clock: clock})
 	if err != nil {
 		t.Fatal(err)
@@ -284,20 +287,7 @@ func startService(t *testing.T) *harness {
 func (h *harness) do(method, path, key string, headers map[string]string, body string) response {
 	h.t.Helper()
 	h.n++
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequest(method, h.url+path, rd)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
+	req := h.request(method, path, key, body)
 	for k, v := range headers {
 		req.Header.Set(k, v)
 	}
@@ -326,6 +316,27 @@ func (h *harness) do(method, path, key string, headers map[string]string, body s
 		h.seen[op][r.status] = true
 	}
 	return r
+}
+
+// request builds a request with the key and, when body is not "", a JSON
+// body.
+func (h *harness) request(method, path, key, body string) *http.Request {
+	h.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, h.url+path, rd)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req
 }
 
 // served probes whether the server has a route, without validating.
