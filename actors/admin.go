@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/agentpay/guard/persistence"
@@ -231,24 +232,44 @@ func (s *System) PublishPolicy(ctx context.Context, p Principal, agentID string,
 }
 
 // publish runs in the agent actor, so versions are numbered in order.
+//
+// An edit builds on the newest version that is not cancelled: a second
+// loosening published while the first waits keeps the first. A cancelled
+// version is never built on, so it cannot come back inside a later one.
+// The result applies at once unless it loosens the rules in effect; then
+// it waits LoosenDelay.
+//
+// An edit that tightens the rules in effect while a loosening waits (a
+// block added, a limit lowered) is split: the edit applied to the rules in
+// effect is published at once, and each waiting version gets the edit too
+// and is renumbered after it, keeping its id and its effective_at (or is
+// cancelled, if the edit does not apply to it). Built on the waiting
+// version alone, the block would wait the loosening's hour; published
+// alone, the waiting version would undo it when it came due.
 func (a *agentActor) publish(m *publishPolicy) {
-	latest := a.policy
-	_ = a.sys.store.Scan(bPolicies, prefixOf(a.id), nil, true, func(_, v []byte) bool {
-		_ = jsonUnmarshal(v, &latest)
-		return false
-	})
-	rules, err := m.edit(latest.Rules)
+	now := a.now()
+	hist, err := a.policyHistory(now)
 	if err != nil {
-		m.reply <- publishReply{err: err}
+		m.reply <- publishReply{err: ErrUnavailable}
 		return
 	}
-	now := a.now()
-	eff := now
+	rules, aerr := m.edit(hist.base.Rules)
+	if aerr != nil {
+		m.reply <- publishReply{err: aerr}
+		return
+	}
 	loosens := policy.Loosens(a.policy.Rules, rules)
+	var rebase []policy.Policy
+	if loosens && len(hist.pending) > 0 {
+		if inEffect, err := m.edit(a.policy.Rules); err == nil && !policy.Loosens(a.policy.Rules, inEffect) {
+			rules, loosens, rebase = inEffect, false, hist.pending
+		}
+	}
+	eff := now
 	if loosens {
 		eff = now.Add(a.sys.cfg.LoosenDelay)
 	}
-	pol := policy.NewPolicy(NewID("pol", now), a.id, latest.Version+1, rules, a.agent.Livemode, now, eff)
+	pol := policy.NewPolicy(NewID("pol", now), a.id, hist.top+1, rules, a.agent.Livemode, now, eff)
 	if !loosens && pol.DestinationWindowOver != nil && !a.windowLoaded {
 		// The rule applies at once: its window must be whole before the
 		// version is published, or the next decision would under-count.
@@ -269,6 +290,22 @@ func (a *agentActor) publish(m *publishPolicy) {
 		c.put(bAgents, []byte(a.id), a.agent)
 		c.event(a.env, a.id, "policy.updated", ref, audienceBoth, now)
 	}
+	next := pol.Version
+	for _, w := range rebase {
+		edited, err := m.edit(w.Rules)
+		if err != nil {
+			// The edit does not fit this version: it cannot carry the
+			// tightening, so it must not apply.
+			a.cancelVersion(c, w, now)
+			continue
+		}
+		c.del(bPolicies, versionKey(a.id, w.Version))
+		next++
+		moved := policy.NewPolicy(w.ID, a.id, next, edited, w.Livemode, now, w.EffectiveAt)
+		c.put(bPolicies, versionKey(a.id, moved.Version), moved)
+		c.putRaw(bPolicyIDs, []byte(moved.ID), versionKey(a.id, moved.Version))
+		c.event(a.env, a.id, "policy.change_requested", policyRef(&moved), audienceOwner, now)
+	}
 	if d := m.dest; d != nil {
 		typ := "destination.removed"
 		if d.Added {
@@ -287,9 +324,52 @@ func (a *agentActor) publish(m *publishPolicy) {
 		// to applyDuePolicy: arm its timer here.
 		a.sys.sendAfter(eff.Sub(now), a.id, &reloadAgent{reply: make(chan error, 1)})
 	}
-	a.lastTicket = t
+	a.lastTicket, a.metaTicket = t, t
 	a.publishView()
 	m.reply <- publishReply{policy: pol, ticket: t}
+}
+
+// policyHistory is what a publish needs of the stored versions. Callers
+// run after the actor's own changes to them are durable (see metaTicket).
+type policyHistory struct {
+	top     int             // the highest version number written, cancelled ones included
+	base    policy.Policy   // the newest version not cancelled, waiting or in effect
+	pending []policy.Policy // versions waiting, not cancelled, oldest first
+}
+
+func (a *agentActor) policyHistory(now time.Time) (policyHistory, error) {
+	h := policyHistory{top: a.policy.Version, base: a.policy}
+	baseFound := false
+	err := a.sys.store.Scan(bPolicies, prefixOf(a.id), nil, true, func(_, v []byte) bool {
+		var p policy.Policy
+		if jsonUnmarshal(v, &p) != nil {
+			return true
+		}
+		h.top = max(h.top, p.Version)
+		if c, _ := a.sys.store.Get(bPolicyCancels, []byte(p.ID)); c != nil {
+			return true
+		}
+		if !baseFound {
+			h.base, baseFound = p, true
+		}
+		if !p.EffectiveAt.After(now) {
+			return false // in effect: older versions are superseded
+		}
+		h.pending = append([]policy.Policy{p}, h.pending...)
+		return true
+	})
+	return h, err
+}
+
+// cancelVersion adds the cancellation of a waiting version to c. Caller
+// holds the environment lock.
+func (a *agentActor) cancelVersion(c *change, p policy.Policy, now time.Time) PolicyChange {
+	at, _ := now.MarshalText()
+	c.putRaw(bPolicyCancels, []byte(p.ID), at)
+	pc := PolicyChange{ID: p.ID, Object: "policy_change", AgentID: a.id, Version: p.Version, Hash: p.Hash,
+		EffectiveAt: p.EffectiveAt, Status: "cancelled", CancelledAt: &now}
+	c.event(a.env, a.id, "policy.change_cancelled", pc, audienceOwner, now)
+	return pc
 }
 
 // EditDestinations adds or removes a pattern on one list.

@@ -201,7 +201,7 @@ func (a *agentActor) changeAgent(m *agentAction) {
 	}
 	a.agent = ag
 	a.policy.Paused = ag.Status == AgentPaused
-	a.lastTicket = t
+	a.lastTicket, a.metaTicket = t, t
 	a.publishView()
 	m.reply <- agentActionReply{agent: ag, ticket: t, revoked: revoked}
 }

@@ -583,6 +583,11 @@ func (a *agentActor) resetReceive(ctx actor.Context) bool {
 	case *reloadAgent:
 		a.received++
 		m.reply <- nil
+	case *metaSettled:
+		// What waited for the agent's own changes would change it now.
+		a.received++
+		a.awaiting = false
+		a.refuseHeld(errResetting)
 	case *railResult:
 		// The payments in flight when the fence came finish as usual.
 		a.received++

@@ -45,6 +45,16 @@ type agentActor struct {
 	buyOrder   []boughtAt // recentBuys in the order noted, for expiry
 	// lastTicket is the newest change this actor appended.
 	lastTicket *persistence.Ticket
+	// metaTicket is the newest change to the agent's record, its policy
+	// versions or their cancellations. The store shows a change only once
+	// it is durable, so work that reads those back (a reload, a publish, a
+	// cancel) waits in heldBack, in order, until metaTicket is: read
+	// earlier, it would find the state before the change, and a reload
+	// would put back rules or a status the owner has already been told
+	// were replaced. No Receive blocks for it; metaSettled wakes the actor.
+	metaTicket *persistence.Ticket
+	heldBack   []any
+	awaiting   bool
 	received   uint64
 	// fenced is set while a practice reset removes the agent: every
 	// change is refused (see admin_reset.go); drained tells the reset when
@@ -100,6 +110,8 @@ type (
 	expireSpend struct{ spendID string }
 	resumeWork  struct{}
 	reloadAgent struct{ reply chan error }
+	// metaSettled says metaTicket may have resolved: run what waited.
+	metaSettled struct{}
 )
 
 func (a *agentActor) Receive(ctx actor.Context) {
@@ -128,6 +140,7 @@ func (a *agentActor) Receive(ctx actor.Context) {
 			ch <- SpendResult{Err: ErrUnavailable}
 			delete(a.waiting, id)
 		}
+		a.refuseHeld(ErrUnavailable)
 		return
 	case *actor.Stopped, *actor.Restarting:
 		return
@@ -178,6 +191,9 @@ func (a *agentActor) Receive(ctx actor.Context) {
 			msg.reply <- publishReply{err: a.loadErr}
 			return
 		}
+		if a.holdUntilSettled(msg) {
+			return
+		}
 		a.publish(msg)
 		a.publishView()
 	case *pingAgent:
@@ -187,6 +203,9 @@ func (a *agentActor) Receive(ctx actor.Context) {
 		a.received++
 		if !a.loaded {
 			msg.reply <- policyChangeReply{err: a.loadErr}
+			return
+		}
+		if a.holdUntilSettled(msg) {
 			return
 		}
 		a.cancelChange(msg)
@@ -214,11 +233,86 @@ func (a *agentActor) Receive(ctx actor.Context) {
 	case *reloadAgent:
 		a.received++
 		if a.loaded {
+			if a.holdUntilSettled(msg) {
+				return
+			}
 			a.reloadPolicy()
 			a.publishView()
 		}
 		msg.reply <- nil
+	case *metaSettled:
+		a.received++
+		a.awaiting = false
+		a.runHeld()
 	}
+}
+
+// holdUntilSettled keeps m for later when the agent's own changes to its
+// record or rules are not durable yet, or when earlier messages already
+// wait (they keep their order). It reports whether m was kept.
+func (a *agentActor) holdUntilSettled(m any) bool {
+	if len(a.heldBack) == 0 && (a.metaTicket == nil || isDone(a.metaTicket)) {
+		return false
+	}
+	a.heldBack = append(a.heldBack, m)
+	a.awaitMeta()
+	return true
+}
+
+// awaitMeta arranges a metaSettled once metaTicket resolves.
+func (a *agentActor) awaitMeta() {
+	if a.awaiting || a.metaTicket == nil {
+		return
+	}
+	a.awaiting = true
+	t, sys, id := a.metaTicket, a.sys, a.id
+	go func() {
+		<-t.Done()
+		if !sys.closed.Load() {
+			sys.send(id, &metaSettled{})
+		}
+	}()
+}
+
+// runHeld runs the messages that waited, in order, for as long as the
+// changes they read are durable; a message that writes such a change
+// again makes the rest wait for it.
+func (a *agentActor) runHeld() {
+	for len(a.heldBack) > 0 {
+		if a.metaTicket != nil && !isDone(a.metaTicket) {
+			a.awaitMeta()
+			return
+		}
+		m := a.heldBack[0]
+		a.heldBack = a.heldBack[1:]
+		switch m := m.(type) {
+		case *publishPolicy:
+			a.publish(m)
+			a.publishView()
+		case *cancelPolicyChange:
+			a.cancelChange(m)
+		case *reloadAgent:
+			a.reloadPolicy()
+			a.publishView()
+			m.reply <- nil
+		}
+	}
+	a.heldBack = nil
+}
+
+// refuseHeld answers every waiting message with err.
+func (a *agentActor) refuseHeld(err *Error) {
+	for _, m := range a.heldBack {
+		switch m := m.(type) {
+		case *publishPolicy:
+			m.reply <- publishReply{err: err}
+		case *cancelPolicyChange:
+			m.reply <- policyChangeReply{err: err}
+		case *reloadAgent:
+			m.reply <- nil
+		}
+	}
+	a.heldBack = nil
 }
 
 func (a *agentActor) failLoad(reply chan SpendResult) bool {
@@ -259,8 +353,11 @@ func (a *agentActor) maybePassivate(ctx actor.Context) {
 }
 
 func (a *agentActor) canPassivate() bool {
-	if len(a.waiting) > 0 || len(a.dispatched) > 0 {
+	if len(a.waiting) > 0 || len(a.dispatched) > 0 || len(a.heldBack) > 0 {
 		return false
+	}
+	if a.metaTicket != nil && !isDone(a.metaTicket) {
+		return false // the next incarnation would load what came before
 	}
 	for _, l := range a.latest {
 		if !isDone(l.ticket) {

@@ -180,10 +180,15 @@ func (a *agentActor) loadPolicy(now time.Time) error {
 	return nil
 }
 
+// reloadPolicy picks the rules in effect now from the store (a loosening
+// may have come due) and announces a new version. The agent's record is
+// not read back: this actor is its only writer, so its copy is the newest.
+// Its own changes to the rules must be durable first, or the store would
+// answer with the rules before them: the reload waits for them instead.
 func (a *agentActor) reloadPolicy() {
-	var ag Agent
-	if ok, err := a.sys.getJSON(bAgents, []byte(a.id), &ag); err == nil && ok {
-		a.agent = ag
+	if a.metaTicket != nil && !isDone(a.metaTicket) || len(a.heldBack) > 0 {
+		a.holdUntilSettled(&reloadAgent{reply: make(chan error, 1)})
+		return
 	}
 	prev := a.policy
 	if a.loadPolicy(a.now()) != nil {
@@ -522,9 +527,6 @@ func (a *agentActor) cancel(m *cancelSpend) {
 	a.env.mu.Lock()
 	a.ledger.Release(sp.ID, now)
 	a.env.state.Held = a.env.state.Held.Sub(sp.Amount)
-	if sp.Approval != nil {
-		sp.Approval.Status = "cancelled"
-	}
 	sp.Cancel(now)
 	c.event(a.env, a.id, sp.Status.EventType(), spendRef(sp), audienceBoth, now)
 	body := spendJSON(sp)

@@ -103,8 +103,8 @@ func (a *agentActor) decide(m *decideApproval) {
 	verdict := d.Decision
 	reason := policy.ReasonOwnerRejected
 	if verdict == DecisionApprove {
-		if changed := a.rulesNowDecline(sp, now); changed != "" {
-			verdict, reason = DecisionReject, policy.ReasonPolicyChanged
+		if why, changed := a.rulesNowDecline(sp, now); changed != "" {
+			verdict, reason = DecisionReject, why
 			sp.Message = changed
 		}
 	}
@@ -119,7 +119,7 @@ func (a *agentActor) decide(m *decideApproval) {
 		a.ledger.Restatus(sp.ID, policy.StatusApproved)
 	} else {
 		msg := "The owner rejected the payment; nothing was paid and the allowance was released."
-		if reason == policy.ReasonPolicyChanged {
+		if reason != policy.ReasonOwnerRejected {
 			msg = sp.Message
 		}
 		a.ledger.Release(sp.ID, now)
@@ -144,14 +144,25 @@ func (a *agentActor) decide(m *decideApproval) {
 	m.reply <- SpendResult{Body: body, Ticket: t, Status: sp.Status}
 }
 
-// rulesNowDecline re-runs the rules for a spend approved under an older
-// policy version: if the rules in effect now would decline it, it must not
-// be paid. The spend's own hold and its place in the destination window
-// are taken out first, so it is not counted twice. Caller holds the
-// environment lock.
-func (a *agentActor) rulesNowDecline(sp *policy.Spend, now time.Time) string {
+// rulesNowDecline re-runs the rules for a spend about to be approved: if
+// the rules in effect now would decline it, it must not be paid. It
+// returns the decline reason and the spend's message, or "" when the
+// payment may go.
+//
+// Rules that expired while the payment waited decline it (policy_expired)
+// whatever their version. A newer version is run in full, with the
+// spend's own hold and its place in the destination window taken out
+// first, so it is not counted twice; of what it could decline, the limits
+// on asking (max_pending, unknown_destination_limit) do not apply: the
+// owner is answering a question already asked, and approving shortens the
+// queue. Caller holds the environment lock.
+func (a *agentActor) rulesNowDecline(sp *policy.Spend, now time.Time) (reason, message string) {
+	if vu := a.policy.ValidUntil; vu != nil && !now.Before(*vu) {
+		return policy.ReasonPolicyExpired, fmt.Sprintf("The owner's rules expired at %s while the payment waited; nothing was paid.",
+			vu.UTC().Format(time.RFC3339))
+	}
 	if sp.PolicyVersion == a.policy.Version {
-		return ""
+		return "", ""
 	}
 	l := a.ledger.Clone()
 	l.Release(sp.ID, now)
@@ -159,10 +170,10 @@ func (a *agentActor) rulesNowDecline(sp *policy.Spend, now time.Time) string {
 	pool.Available = pool.Available.Add(sp.Amount)
 	d := policy.Decide(&a.policy, &l, pool, a.subject(),
 		policy.Request{Amount: sp.Amount, Destination: sp.Destination, Resource: sp.Resource}, now)
-	if d.Outcome != policy.StatusDeclined {
-		return ""
+	if d.Outcome != policy.StatusDeclined || d.Reason == policy.ReasonMaxPending || d.Reason == policy.ReasonUnknownDestinationLimit {
+		return "", ""
 	}
-	return fmt.Sprintf("The owner's rules changed (version %d to %d) while the payment waited, and they now decline it (%s); nothing was paid.",
+	return policy.ReasonPolicyChanged, fmt.Sprintf("The owner's rules changed (version %d to %d) while the payment waited, and they now decline it (%s); nothing was paid.",
 		sp.PolicyVersion, a.policy.Version, d.Reason)
 }
 

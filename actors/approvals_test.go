@@ -319,3 +319,66 @@ func parsePatterns(ss []string) ([]policy.Pattern, error) {
 	}
 	return out, nil
 }
+
+// Rules that expire while a payment waits decline it when the owner then
+// approves (policy_expired), though their version did not change: a new
+// payment would be declined for the same reason.
+func TestApprovalAfterTheRulesExpiredIsDeclined(t *testing.T) {
+	f := newApprovalFixture(t)
+	until := f.h.clock.Now().Add(10 * time.Minute)
+	if _, err := f.h.sys.PublishPolicy(context.Background(), f.owner, f.agent.AgentID, func(r policy.Rules) (policy.Rules, *actors.Error) {
+		r.ValidUntil = &until // an earlier expiry tightens: it applies at once
+		return r, nil
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	sp := f.pending(t)
+	f.h.clock.Advance(11 * time.Minute) // the approval (15 min) is still open
+	got, err := f.decide(sp, actors.DecisionApprove)
+	if err != nil || got.Status != policy.StatusDeclined || *got.DeclineReason != policy.ReasonPolicyExpired {
+		t.Fatalf("approve after the rules expired: %v %s %v", err, got.Status, got.DeclineReason)
+	}
+	if done := f.read(t, sp.ID); done.Status != policy.StatusDeclined || done.Settlement != nil {
+		t.Fatalf("the spend was paid under expired rules: %s", done.Status)
+	}
+}
+
+// max_pending limits how many payments may ask; it never turns an owner's
+// approval into a decline, though the rules changed and other payments
+// still wait: approving shortens the queue.
+func TestApprovalIsNotRefusedForTheQueueItShortens(t *testing.T) {
+	f := newApprovalFixture(t)
+	sp := f.pending(t)
+	f.pending(t)
+	f.pending(t)
+	if _, err := f.h.sys.PublishPolicy(context.Background(), f.owner, f.agent.AgentID, func(r policy.Rules) (policy.Rules, *actors.Error) {
+		r.MaxPending = 2 // a new version, below the queue
+		return r, nil
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.decide(sp, actors.DecisionApprove)
+	if err != nil || got.Status != policy.StatusApproved {
+		t.Fatalf("approve with the queue over max_pending: %v %s %v", err, got.Status, got.DeclineReason)
+	}
+}
+
+// Archiving the agent cancels its waiting payments, and their approvals
+// with them: none is left pending for a decision that can no longer come.
+func TestArchivingClosesApprovals(t *testing.T) {
+	f := newApprovalFixture(t)
+	sp := f.pending(t)
+	if _, err := f.h.sys.ChangeAgent(context.Background(), f.owner, f.agent.AgentID, actors.ActionArchive); err != nil {
+		t.Fatal(err)
+	}
+	quiesce(t, f.h)
+	body, err := f.h.sys.GetSpend(context.Background(), f.owner, sp.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got policy.Spend
+	_ = json.Unmarshal(body, &got)
+	if got.Status != policy.StatusCancelled || got.Approval == nil || got.Approval.Status != "cancelled" {
+		t.Fatalf("after archiving: spend %s, approval %+v", got.Status, got.Approval)
+	}
+}

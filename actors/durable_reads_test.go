@@ -33,10 +33,11 @@ func (g *commitGate) fault(int) error {
 	return nil
 }
 
-// Reads that change nothing (balance, funding) never show a hold whose
-// record is not yet on disk, and show it as soon as the spend that made
-// it has been answered.
-func TestReadsShowOnlyDurableState(t *testing.T) {
+// gatedSystem is a service whose store holds a commit when its gate is
+// armed, on a fake clock, with one practice owner (loosenings wait an
+// hour).
+func gatedSystem(t *testing.T) (*actors.System, *guardtest.FakeClock, *commitGate, actors.Principal) {
+	t.Helper()
 	gate := &commitGate{entered: make(chan struct{}), release: make(chan struct{})}
 	store, err := persistence.Open(persistence.Options{Path: filepath.Join(t.TempDir(), "journal.db"), CommitFault: gate.fault})
 	if err != nil {
@@ -45,19 +46,29 @@ func TestReadsShowOnlyDurableState(t *testing.T) {
 	clock := guardtest.NewFakeClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
 	k, _ := receipt.GenerateKey(rand.Reader, clock.Now())
 	kr, _ := receipt.NewKeyring(k)
-	sys, err := actors.New(actors.Config{Store: store, Clock: clock, Signer: signer{kr},
+	sys, err := actors.New(actors.Config{Store: store, Clock: clock, Signer: signer{kr}, LoosenDelay: time.Hour,
 		PracticeRail: rail.NewSimulated(rail.SimulatedOptions{}), PracticePool: policy.MustAmount("100.00")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sys.Close(); _ = store.Close() })
-
-	ctx := context.Background()
-	oc, err := sys.CreateOwner(ctx, "o", "o@owner.invalid", "")
+	oc, err := sys.CreateOwner(context.Background(), "o", "o@owner.invalid", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	owner, _ := sys.Authenticate(oc.Keys[actors.EnvTest])
+	owner, err := sys.Authenticate(oc.Keys[actors.EnvTest])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sys, clock, gate, owner
+}
+
+// Reads that change nothing (balance, funding) never show a hold whose
+// record is not yet on disk, and show it as soon as the spend that made
+// it has been answered.
+func TestReadsShowOnlyDurableState(t *testing.T) {
+	sys, _, gate, owner := gatedSystem(t)
+	ctx := context.Background()
 	payer := guardtest.AgentPrincipal(t, sys, owner, "payer", nil)
 	reader := guardtest.AgentPrincipal(t, sys, owner, "reader", nil)
 	if _, err := sys.Balance(ctx, reader); err != nil { // activated before the gate closes

@@ -3,6 +3,8 @@ package actors
 import (
 	"context"
 	"time"
+
+	"github.com/agentpay/guard/persistence"
 )
 
 // CommitPracticeResetOnly commits a practice reset and stops before its
@@ -44,3 +46,10 @@ var (
 	AppendIdemRecord   = appendIdemRecord
 	AppendActiveRecord = appendActiveRecord
 )
+
+// PingAgent returns once the agent's actor has handled every message sent
+// to it before.
+func (s *System) PingAgent(ctx context.Context, agentID string) error {
+	_, err := ask(ctx, s, agentID, func(reply chan *persistence.Ticket) any { return &pingAgent{reply: reply} })
+	return err
+}

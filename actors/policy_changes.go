@@ -66,7 +66,7 @@ func (a *agentActor) applyDuePolicy() {
 		t := a.sys.commit(a.gen, a.env, c)
 		a.env.mu.Unlock()
 		a.agent = ag
-		a.lastTicket = t
+		a.lastTicket, a.metaTicket = t, t
 	}
 	if next, ok := nextPending(a.sys.store, a.id, now); ok {
 		a.sys.sendAfter(next.EffectiveAt.Sub(now), a.id, &reloadAgent{reply: make(chan error, 1)})
@@ -163,15 +163,24 @@ func (a *agentActor) cancelChange(m *cancelPolicyChange) {
 			Message: "This policy version is already in effect; publish a new version to change the rules."}}
 		return
 	}
-	at, _ := now.MarshalText()
+	// A version published while this one waited was built on it and
+	// carries its change: it goes too, or the change would apply anyway.
+	hist, err := a.policyHistory(now)
+	if err != nil {
+		m.reply <- policyChangeReply{err: ErrUnavailable}
+		return
+	}
 	c := &change{}
 	a.env.mu.Lock()
-	c.putRaw(bPolicyCancels, []byte(pol.ID), at)
-	pc.Status, pc.CancelledAt = "cancelled", &now
-	c.event(a.env, a.id, "policy.change_cancelled", pc, audienceOwner, now)
+	pc = a.cancelVersion(c, pol, now)
+	for _, w := range hist.pending {
+		if w.Version > pol.Version {
+			a.cancelVersion(c, w, now)
+		}
+	}
 	t := a.sys.commit(a.gen, a.env, c)
 	a.env.mu.Unlock()
-	a.lastTicket = t
+	a.lastTicket, a.metaTicket = t, t
 	m.reply <- policyChangeReply{change: pc, ticket: t}
 }
 

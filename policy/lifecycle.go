@@ -102,6 +102,11 @@ func (s *Spend) Decline(reason, gate, msg string, now time.Time) {
 // Cancel moves a pending or approved spend to cancelled.
 func (s *Spend) Cancel(now time.Time) {
 	s.move(StatusCancelled, now)
+	// An approval still waiting ends with the spend, whoever cancelled it
+	// (the agent, or the owner by archiving the agent).
+	if s.Approval != nil && s.Approval.Status == "pending" {
+		s.Approval.Status = "cancelled"
+	}
 	s.Hold = nil
 	s.Message = "The agent cancelled the payment; nothing was paid and the allowance was released."
 	s.NextAction, s.Retryable = NextAction{Code: NextNewAttemptNewKey}, true

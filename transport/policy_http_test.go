@@ -84,3 +84,92 @@ func quiesce(t *testing.T, s *guardtest.Server) {
 		t.Fatalf("the service did not come to rest: %v", err)
 	}
 }
+
+// addDestination puts a pattern on one of the agent's lists and returns
+// the version it published.
+func addDestination(t *testing.T, e *env, list, pattern string) map[string]any {
+	t.Helper()
+	r := call(t, e.srv, http.MethodPost, "/v1/agents/"+e.agentID+"/destinations", e.owner.TestKey, nil,
+		`{"list":"`+list+`","pattern":"`+pattern+`"}`)
+	mustStatus(t, r, http.StatusOK)
+	return r.Body
+}
+
+// checkReason is what POST /v1/spends/check answers for a destination.
+func checkReason(t *testing.T, e *env, dest string) string {
+	t.Helper()
+	r := call(t, e.srv, http.MethodPost, "/v1/spends/check", e.agentKey, nil, `{"destination":"`+dest+`","amount":"1.00"}`)
+	mustStatus(t, r, http.StatusOK)
+	return r.Body["reason"].(string)
+}
+
+// A block added while a loosening waits applies at once, and the waiting
+// loosening still applies at its time, with the block in it: built on the
+// waiting version alone, the block waited the loosening's hour; published
+// alone, the loosening would have lifted it when it came due.
+func TestATighteningDoesNotWaitForALoosening(t *testing.T) {
+	clock := guardtest.NewFakeClock(epoch)
+	e := start(t, guardtest.WithClock(clock))
+	trust := addDestination(t, e, "trusted", "new.example.com")
+	if trust["effective_at"] == trust["created_at"] {
+		t.Fatalf("trusting a destination must wait: %v", trust)
+	}
+	block := addDestination(t, e, "blocked", "shop.example.com")
+	if block["effective_at"] != block["created_at"] {
+		t.Fatalf("a block must apply at once: %v", block)
+	}
+	if got := checkReason(t, e, "shop.example.com"); got != "destination_not_allowed" {
+		t.Fatalf("right after the block, a check to it says %s", got)
+	}
+	if got := checkReason(t, e, "new.example.com"); got != "unknown_destination" {
+		t.Fatalf("before the loosening's time, the new destination is %s", got)
+	}
+	// The waiting change keeps its id, so the owner can still cancel it.
+	pc := call(t, e.srv, http.MethodGet, "/v1/events?type=policy.change_requested&limit=1", e.owner.TestKey, nil, nil)
+	latest := pc.Body["data"].([]any)[0].(map[string]any)["data"].(map[string]any)["object"].(map[string]any)
+	if latest["id"] != trust["id"] || latest["version"].(float64) <= block["version"].(float64) {
+		t.Fatalf("the waiting change after the block: %v (trust %v, block version %v)", latest, trust["id"], block["version"])
+	}
+	clock.Advance(time.Hour + time.Second)
+	quiesce(t, e.srv)
+	if got := checkReason(t, e, "new.example.com"); got != "allowed" {
+		t.Errorf("after the loosening's time, the trusted destination is %s", got)
+	}
+	if got := checkReason(t, e, "shop.example.com"); got != "destination_not_allowed" {
+		t.Errorf("after the loosening applied, the blocked destination is %s: the loosening lifted the block", got)
+	}
+}
+
+// A cancelled loosening never comes back: not through a version built on
+// it while it waited, nor through an edit made after it was cancelled.
+func TestACancelledLooseningStaysCancelled(t *testing.T) {
+	clock := guardtest.NewFakeClock(epoch)
+	e := start(t, guardtest.WithClock(clock))
+	cancel := func(id any) {
+		t.Helper()
+		mustStatus(t, call(t, e.srv, http.MethodPost, "/v1/policy_changes/"+id.(string)+"/cancel", e.owner.TestKey, nil, nil), http.StatusOK)
+	}
+	// Cancelled, then a block: the block is not built on it.
+	first := addDestination(t, e, "trusted", "sneaky.example.com")
+	cancel(first["id"])
+	addDestination(t, e, "blocked", "junk.example.com")
+	// Waiting, a second loosening built on it, then cancelled: the second
+	// carries it and goes too.
+	second := addDestination(t, e, "trusted", "other.example.com")
+	third := addDestination(t, e, "trusted", "third.example.com")
+	cancel(second["id"])
+	after := call(t, e.srv, http.MethodPost, "/v1/policy_changes/"+third["id"].(string)+"/cancel", e.owner.TestKey, nil, nil)
+	if after.Body["status"] != "cancelled" {
+		t.Errorf("the change built on the cancelled one is %v", after.Body["status"])
+	}
+	clock.Advance(2 * time.Hour)
+	quiesce(t, e.srv)
+	for _, dest := range []string{"sneaky.example.com", "other.example.com", "third.example.com"} {
+		if got := checkReason(t, e, dest); got != "unknown_destination" {
+			t.Errorf("%s after the cancelled changes' time: %s", dest, got)
+		}
+	}
+	if got := checkReason(t, e, "junk.example.com"); got != "destination_not_allowed" {
+		t.Errorf("the block: %s", got)
+	}
+}
