@@ -233,10 +233,7 @@ func (a *agentActor) Receive(ctx actor.Context) {
 	case *reloadAgent:
 		a.received++
 		if a.loaded {
-			if a.holdUntilSettled(msg) {
-				return
-			}
-			a.reloadPolicy()
+			a.reloadPolicy() // waits for the agent's own changes itself
 			a.publishView()
 		}
 		msg.reply <- nil
@@ -297,7 +294,6 @@ func (a *agentActor) runHeld() {
 			m.reply <- nil
 		}
 	}
-	a.heldBack = nil
 }
 
 // refuseHeld answers every waiting message with err.

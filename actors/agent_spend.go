@@ -186,8 +186,12 @@ func (a *agentActor) loadPolicy(now time.Time) error {
 // Its own changes to the rules must be durable first, or the store would
 // answer with the rules before them: the reload waits for them instead.
 func (a *agentActor) reloadPolicy() {
-	if a.metaTicket != nil && !isDone(a.metaTicket) || len(a.heldBack) > 0 {
-		a.holdUntilSettled(&reloadAgent{reply: make(chan error, 1)})
+	if a.metaTicket != nil && !isDone(a.metaTicket) {
+		// Only the ticket matters here, not what else waits: a reload is
+		// the same whenever it runs, and one run from runHeld must not
+		// queue itself behind the others for ever.
+		a.heldBack = append(a.heldBack, &reloadAgent{reply: make(chan error, 1)})
+		a.awaitMeta()
 		return
 	}
 	prev := a.policy

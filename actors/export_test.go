@@ -53,3 +53,7 @@ func (s *System) PingAgent(ctx context.Context, agentID string) error {
 	_, err := ask(ctx, s, agentID, func(reply chan *persistence.Ticket) any { return &pingAgent{reply: reply} })
 	return err
 }
+
+// Reload asks an agent's actor to reload its rules, as a loosening coming
+// due does.
+func (s *System) Reload(agentID string) { s.send(agentID, &reloadAgent{reply: make(chan error, 1)}) }

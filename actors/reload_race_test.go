@@ -34,12 +34,20 @@ func TestAReloadDoesNotUndoAPauseNotYetDurable(t *testing.T) {
 		_, err := sys.ChangeAgent(ctx, owner, agent.AgentID, actors.ActionPause)
 		paused <- err
 	}()
-	<-gate.entered                        // the pause is in the actor's memory, its record not on disk
-	clock.Advance(time.Hour)              // the loosening comes due: its timer asks the agent to reload
-	_ = sys.PingAgent(ctx, agent.AgentID) // the reload was handled, or held back
+	<-gate.entered            // the pause is in the actor's memory, its record not on disk
+	clock.Advance(time.Hour)  // the loosening comes due: its timer asks the agent to reload
+	sys.Reload(agent.AgentID) // more reloads wait with it (the practice clock moving)
+	sys.Reload(agent.AgentID)
+	_ = sys.PingAgent(ctx, agent.AgentID) // the reloads were handled, or held back
 	close(gate.release)
 	if err := <-paused; err != nil {
 		t.Fatal(err)
+	}
+	// The reloads held back run once, in turn: the actor answers again.
+	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := sys.PingAgent(pingCtx, agent.AgentID); err != nil {
+		t.Fatalf("the agent no longer answers after its held reloads: %v", err)
 	}
 
 	// The held reload runs once the pause is durable; the loosening
