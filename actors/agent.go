@@ -391,4 +391,5 @@ func (a *agentActor) prune() {
 func (a *agentActor) appended(t *persistence.Ticket, sp *policy.Spend, body []byte) {
 	a.latest[sp.ID] = latestState{body: body, ticket: t}
 	a.lastTicket = t
+	a.forgetUnpaid(sp)
 }

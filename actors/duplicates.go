@@ -60,6 +60,22 @@ func (a *agentActor) remember(sp *policy.Spend, now time.Time) {
 	}
 }
 
+// forgetUnpaid drops the purchase sp noted once sp ends without paying
+// (declined by the owner, failed at the rail, expired or cancelled): a
+// later spend of the same resource repeats nothing, and the suggestion to
+// read the first one's result would point at a payment that has none.
+func (a *agentActor) forgetUnpaid(sp *policy.Spend) {
+	switch sp.Status {
+	case policy.StatusDeclined, policy.StatusFailed, policy.StatusExpired, policy.StatusCancelled:
+	default:
+		return
+	}
+	k := sp.Resource.Method + " " + sp.Resource.Host + sp.Resource.Path
+	if r, ok := a.recentBuys[k]; ok && r.spendID == sp.ID {
+		delete(a.recentBuys, k)
+	}
+}
+
 // boughtAt is a purchase in the order remember noted it.
 type boughtAt struct {
 	key string

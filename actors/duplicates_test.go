@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentpay/guard/actors"
+	"github.com/agentpay/guard/internal/guardtest"
 	"github.com/agentpay/guard/policy"
 )
 
@@ -94,5 +95,40 @@ func TestDuplicateWarningSurvivesRestart(t *testing.T) {
 	// The first one was not a repeat, and stays unwarned.
 	if f.decide(first, actors.DecisionApprove); strings.Contains(f.read(t, first.ID).Message, "Warning") {
 		t.Fatal("the first purchase is warned about after a restart")
+	}
+}
+
+// A spend that ended without paying (failed at the rail, rejected by the
+// owner) bought nothing: the next spend of the same resource is not
+// warned about, and no suggestion points at a result that does not exist.
+func TestNoWarningAfterAnUnpaidSpend(t *testing.T) {
+	f := newApprovalFixture(t)
+	// Room for the magic amount 99.00 (the practice rail fails it).
+	trusted, big, over := []string{"api.vendor.com"}, "100.00", "100.00"
+	payer := guardtest.AgentPrincipal(t, f.h.sys, f.owner, "payer", &policy.RulesInput{TrustedDestinations: &trusted,
+		PerSpendLimit: &big, DailyCap: &big, MonthlyCap: &big, ApprovalOver: &over})
+	failed := createSpend(t, f.h.sys, payer, vendorSpend("99.00", "/report", "k1"))
+	if failed.Status != policy.StatusFailed {
+		t.Fatalf("the magic amount gave %s, want failed", failed.Status)
+	}
+	f.h.clock.Advance(5 * time.Second)
+	paid := createSpend(t, f.h.sys, payer, vendorSpend("1.00", "/report", "k2"))
+	if paid.Status != policy.StatusSettled || strings.Contains(paid.Message, "Warning") || len(paid.NextAction.Suggestions) > 0 {
+		t.Fatalf("after a failed spend: %s %q %q, want settled without a warning", paid.Status, paid.Message, paid.NextAction.Suggestions)
+	}
+	// A settled purchase is still warned about.
+	f.h.clock.Advance(5 * time.Second)
+	if again := createSpend(t, f.h.sys, payer, vendorSpend("1.00", "/report", "k3")); !strings.Contains(again.Message, paid.ID) {
+		t.Fatalf("a repeat of the settled spend is not warned about: %q", again.Message)
+	}
+
+	rejected := f.pending(t)
+	if _, err := f.decide(rejected, actors.DecisionReject); err != nil {
+		t.Fatal(err)
+	}
+	f.h.clock.Advance(5 * time.Second)
+	next := f.pending(t) // the same resource again
+	if strings.Contains(next.Message, "Warning") {
+		t.Fatalf("after a rejected spend: %q, want no warning", next.Message)
 	}
 }

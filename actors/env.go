@@ -101,7 +101,7 @@ func (e *envLedger) durablePool() policy.Pool { return poolOf(e.durableState()) 
 
 // poolOf is the pool an environment state describes.
 func poolOf(st *EnvState) policy.Pool {
-	return policy.Pool{Available: st.Balance.Sub(st.Held), ReserveFloor: st.ReserveFloor}
+	return policy.Pool{Available: st.Balance.Sub(st.Held), ReserveFloor: st.ReserveFloor, Held: st.Held}
 }
 
 func (s *System) env(ownerID string, env Env) (*envLedger, error) {
@@ -134,7 +134,7 @@ func (s *System) env(ownerID string, env Env) (*envLedger, error) {
 
 // pool is the pool as a spend sees it. Caller holds mu.
 func (e *envLedger) pool() policy.Pool {
-	return policy.Pool{Available: e.state.Balance.Sub(e.state.Held), ReserveFloor: e.state.ReserveFloor}
+	return poolOf(&e.state)
 }
 
 // change accumulates the ops of one journal record.

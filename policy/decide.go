@@ -15,8 +15,9 @@ type Request struct {
 // Pool is the owner's money as one spend sees it: what is left after every
 // active hold of every agent, and the floor the owner keeps untouched.
 type Pool struct {
-	Available    Amount
+	Available    Amount // the balance less the holds
 	ReserveFloor Amount
+	Held         Amount // the holds of payments not yet settled
 }
 
 // Spendable is what the pool can still pay.
@@ -120,8 +121,13 @@ func amountGates(p *Policy, l *Ledger, pool Pool, req Request, d Decision, now t
 		}
 	}
 	if sp := pool.Spendable(); amt.Cmp(sp) > 0 {
-		rd := &RuleDetail{Name: ReasonInsufficientFunds, Scope: "owner", Limit: pool.Available.Display(),
-			Spent: pool.ReserveFloor.Display(), Requested: amt.Display(), Remaining: nonNeg(sp).Display()}
+		// Read like a cap: the limit is what the owner lets agents pay
+		// out of the pool (the balance above the reserve floor), spent is
+		// what payments not yet settled hold of it, and remaining is the
+		// difference. Settled payments have left the balance already.
+		rd := &RuleDetail{Name: ReasonInsufficientFunds, Scope: "owner",
+			Limit: nonNeg(pool.Available.Add(pool.Held).Sub(pool.ReserveFloor)).Display(),
+			Spent: pool.Held.Display(), Requested: amt.Display(), Remaining: nonNeg(sp).Display()}
 		d.Outcome, d.Reason, d.Rule = StatusDeclined, ReasonInsufficientFunds, rd
 		d.Message = fmt.Sprintf("The owner's funds cannot cover %s right now (%s available above the reserve floor).", amt.Display(), nonNeg(sp).Display())
 		return d

@@ -692,9 +692,14 @@ func TestDecideRuleDetail(t *testing.T) {
 		{"per spend limit", func(s *decideScene) { s.amount = "12.5" },
 			RuleDetail{Name: "per_spend_limit", Scope: "agent", Limit: "10.00", Spent: "0.00", Requested: "12.50", Remaining: "10.00"}},
 		{"pool", func(s *decideScene) {
-			s.pool = Pool{Available: amt("20.00"), ReserveFloor: amt("16.00")}
+			// Balance 23.00, of which 3.00 held, floor 16.00.
+			s.pool = Pool{Available: amt("20.00"), ReserveFloor: amt("16.00"), Held: amt("3.00")}
 			s.amount = "4.01"
-		}, RuleDetail{Name: "insufficient_funds", Scope: "owner", Limit: "20.00", Spent: "16.00", Requested: "4.01", Remaining: "4.00"}},
+		}, RuleDetail{Name: "insufficient_funds", Scope: "owner", Limit: "7.00", Spent: "3.00", Requested: "4.01", Remaining: "4.00"}},
+		{"pool with the reserve floor above the balance", func(s *decideScene) {
+			s.pool = Pool{Available: amt("10.00"), ReserveFloor: amt("12.00")}
+			s.amount = "0.01"
+		}, RuleDetail{Name: "insufficient_funds", Scope: "owner", Limit: "0.00", Spent: "0.00", Requested: "0.01", Remaining: "0.00"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -81,6 +81,14 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.code + ": " + e.message }
 
+// status is the HTTP status e is answered with.
+func (e *apiError) status() int {
+	if cls, ok := errorTable[e.code]; ok {
+		return cls.status
+	}
+	return 500
+}
+
 func badParam(code, param, msg string) *apiError {
 	return &apiError{code: code, param: param, message: msg}
 }

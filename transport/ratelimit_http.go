@@ -16,7 +16,10 @@ import (
 //   - POST /v1/spends: also Spends and SpendsDaily, per agent;
 //   - POST /v1/spends/check: also Check, per agent;
 //   - owner administration writes (webhook endpoints included): also
-//     AdminWrites, per key; creating a key also KeyChanges, per owner;
+//     AdminWrites, per key; creating or rotating a key also KeyChanges,
+//     per owner, given back when no key is made (see keyChange).
+//     Revoking a key does not count against KeyChanges: an owner with a
+//     leaked key must never find revocation used up for the day;
 //   - practice controls (/v1/test/*): also PracticeControl, per owner;
 //     disabled in live, where those routes answer 404;
 //   - a missing or invalid key: InvalidKey, per client IP, counted on
@@ -57,11 +60,11 @@ func (s *Server) limit(c *call, names ...ratelimit.Name) *apiError {
 			continue
 		}
 		if !d.Allowed {
-			setRate(c, d)
+			setRate(c, n, d)
 			return rateLimited(n, c.who.Livemode, d)
 		}
 		if !c.hasRate || tighter(d, c.rate) {
-			setRate(c, d)
+			setRate(c, n, d)
 		}
 	}
 	return nil
@@ -75,7 +78,7 @@ func (s *Server) invalidKey(c *call, e *apiError) *apiError {
 		return e
 	}
 	d := s.limits.Allow(ratelimit.InvalidKey, false, c.ctx.RemoteIP().String())
-	setRate(c, d)
+	setRate(c, ratelimit.InvalidKey, d)
 	if !d.Allowed {
 		return rateLimited(ratelimit.InvalidKey, false, d)
 	}
@@ -107,8 +110,33 @@ func tighter(a, b ratelimit.Decision) bool {
 // setRate makes d the decision the RateLimit headers report. wrap writes
 // them once the route has answered, so a request that passes several
 // limits writes its headers once.
-func setRate(c *call, d ratelimit.Decision) {
-	c.rate, c.hasRate = d, true
+func setRate(c *call, n ratelimit.Name, d ratelimit.Decision) {
+	c.rate, c.rateName, c.hasRate = d, n, true
+}
+
+// keyChange is a route that creates or rotates a key: it passes
+// KeyChanges, a small daily allowance of keys made. A request that makes
+// no key (refused with 400, 404 or 409: bad input, an unknown agent, the
+// quota of active keys) gets its token back, so that mistakes do not use
+// up the day. An answer of 5xx keeps it: the key may have been made.
+func (s *Server) keyChange(h handler) handler {
+	return func(c *call) *apiError {
+		err := h(c)
+		if s.limits == nil {
+			return err
+		}
+		status := c.ctx.Response.StatusCode()
+		if err != nil {
+			status = err.status()
+		}
+		if status >= 400 && status < 500 {
+			s.limits.Refund(ratelimit.KeyChanges, c.who.Livemode, subject(ratelimit.KeyChanges, c.who))
+			if c.hasRate && c.rateName == ratelimit.KeyChanges {
+				c.rate.Remaining++
+			}
+		}
+		return err
+	}
 }
 
 // writeRate writes the RateLimit headers of the decision c reports.

@@ -107,7 +107,7 @@ func TestRateLimitSpendsPerAgent(t *testing.T) {
 		mustStatus(t, r, http.StatusCreated)
 		// Of the key's 150, the agent's 25 a minute and 1000 a day, the
 		// per-minute allowance of the agent is the tightest.
-		wantAllowed(t, fmt.Sprintf("spend %d", i+1), r, 20, 24-i)
+		wantAllowed(t, fmt.Sprintf("spend %d", i+1), r, 25, 24-i)
 	}
 	before := balance(t, s, e.agentKey)
 	count := spendCount(t, s, e.agentID)
@@ -116,7 +116,7 @@ func TestRateLimitSpendsPerAgent(t *testing.T) {
 	key := newKey()
 	r := spend(t, s, e.agentKey, key, body)
 	// One token every 60 s / 20 = 3 s.
-	want429(t, r, 20, 3, "POST /v1/spends")
+	want429(t, r, 25, 3, "POST /v1/spends")
 	if rt := rateOf(t, r); rt.reset != 75 {
 		t.Errorf("RateLimit-Reset %d, want 75 (25 tokens, one every 3 s)", rt.reset)
 	}
@@ -139,7 +139,7 @@ func TestRateLimitSpendsPerAgent(t *testing.T) {
 	if r.Body["idempotent_replay"] != false || r.Body["status"] != "settled" {
 		t.Errorf("retry after the refusal: replay %v, status %v; want a new settled spend", r.Body["idempotent_replay"], r.Body["status"])
 	}
-	wantAllowed(t, "spend after Retry-After", r, 20, 0)
+	wantAllowed(t, "spend after Retry-After", r, 25, 0)
 	if n := spendCount(t, s, e.agentID); n != count+1 {
 		t.Errorf("%d spends after the retry, want %d", n, count+1)
 	}
@@ -166,7 +166,7 @@ func TestRateLimitSpendsPerDayLive(t *testing.T) {
 
 	first := spend(t, s, key, newKey(), body)
 	mustStatus(t, first, http.StatusCreated)
-	wantAllowed(t, "first live spend", first, 10, 14)
+	wantAllowed(t, "first live spend", first, 15, 14)
 
 	sent, refusedPerMinute, elapsed := 1, 0, 0
 	var lastOK guardtest.Response
@@ -193,7 +193,7 @@ func TestRateLimitSpendsPerDayLive(t *testing.T) {
 			mustStatus(t, spend(t, s, key, newKey(), body), http.StatusCreated)
 			break
 		}
-		want429(t, r, 10, 6, "POST /v1/spends")
+		want429(t, r, 15, 6, "POST /v1/spends")
 		refusedPerMinute++
 		advance(s, 6)
 		elapsed += 6
@@ -234,13 +234,13 @@ func TestRateLimitCheckPracticeAndLive(t *testing.T) {
 			for i := range tc.rate + tc.more {
 				r := check()
 				mustStatus(t, r, http.StatusOK)
-				wantAllowed(t, fmt.Sprintf("check %d", i+1), r, tc.rate, tc.rate+tc.more-1-i)
+				wantAllowed(t, fmt.Sprintf("check %d", i+1), r, tc.rate+tc.more, tc.rate+tc.more-1-i)
 			}
-			want429(t, check(), tc.rate, tc.retryAfter, "POST /v1/spends/check")
+			want429(t, check(), tc.rate+tc.more, tc.retryAfter, "POST /v1/spends/check")
 			advance(s, tc.retryAfter)
 			r := check()
 			mustStatus(t, r, http.StatusOK)
-			wantAllowed(t, "check after Retry-After", r, tc.rate, 0)
+			wantAllowed(t, "check after Retry-After", r, tc.rate+tc.more, 0)
 		})
 	}
 }
@@ -259,28 +259,28 @@ func TestRateLimitAdminWritesPerKey(t *testing.T) {
 	for i := range 38 {
 		r := publish()
 		mustStatus(t, r, http.StatusOK)
-		wantAllowed(t, fmt.Sprintf("write %d", i+3), r, 30, 37-i)
+		wantAllowed(t, fmt.Sprintf("write %d", i+3), r, 40, 37-i)
 	}
 	// One token every 60 s / 30 = 2 s.
-	want429(t, publish(), 30, 2, "administration writes")
+	want429(t, publish(), 40, 2, "administration writes")
 	dest := "/v1/agents/" + e.agentID + "/destinations"
-	want429(t, call(t, s, http.MethodPost, dest, e.owner.TestKey, nil, `{"pattern":"x.example.org","list":"blocked"}`), 30, 2, "administration writes")
-	want429(t, call(t, s, http.MethodDelete, dest+"/blocked/x.example.org", e.owner.TestKey, nil, nil), 30, 2, "administration writes")
-	want429(t, call(t, s, http.MethodPost, "/v1/agents", e.owner.TestKey, nil, `{"name":"one more"}`), 30, 2, "administration writes")
+	want429(t, call(t, s, http.MethodPost, dest, e.owner.TestKey, nil, `{"pattern":"x.example.org","list":"blocked"}`), 40, 2, "administration writes")
+	want429(t, call(t, s, http.MethodDelete, dest+"/blocked/x.example.org", e.owner.TestKey, nil, nil), 40, 2, "administration writes")
+	want429(t, call(t, s, http.MethodPost, "/v1/agents", e.owner.TestKey, nil, `{"name":"one more"}`), 40, 2, "administration writes")
 
 	// A read is limited per key only: 150 at once, 44 used before it.
 	r := call(t, s, http.MethodGet, "/v1/agents/"+e.agentID, e.owner.TestKey, nil, nil)
 	mustStatus(t, r, http.StatusOK)
-	wantAllowed(t, "read with the throttled key", r, 120, 150-45)
+	wantAllowed(t, "read with the throttled key", r, 150, 150-45)
 	// Another key of the same owner has its own allowance (live: 15 + 10).
 	r = call(t, s, http.MethodPost, "/v1/agents", e.owner.LiveKey, nil, `{"name":"live one"}`)
 	mustStatus(t, r, http.StatusCreated)
-	wantAllowed(t, "write with another key", r, 15, 24)
+	wantAllowed(t, "write with another key", r, 25, 24)
 
 	advance(s, 2)
 	r = publish()
 	mustStatus(t, r, http.StatusOK)
-	wantAllowed(t, "write after Retry-After", r, 30, 0)
+	wantAllowed(t, "write after Retry-After", r, 40, 0)
 }
 
 // TestRateLimitKeyCreationsPerOwner: live owners may create 10 keys a day
@@ -323,6 +323,61 @@ func TestRateLimitKeyCreationsPerOwner(t *testing.T) {
 	}
 }
 
+// TestKeyCreationsCountOnlyKeysMade: a key request refused with 4xx gives
+// its daily token back, and revoking never takes one, so that an owner
+// whose key leaked can revoke it after a day of mistakes.
+func TestKeyCreationsCountOnlyKeysMade(t *testing.T) {
+	e := startLimited(t)
+	s := e.srv
+	live := e.owner.LiveKey
+	r := call(t, s, http.MethodPost, "/v1/agents", live, nil, `{"name":"keyed"}`)
+	mustStatus(t, r, http.StatusCreated)
+	agent := r.Body["id"].(string)
+	path := "/v1/agents/" + agent + "/keys"
+	// Refusals of every kind: bad body, unknown query parameter, unknown
+	// agent, the quota of 3 active keys. None of them counts.
+	for i := range 12 {
+		r = call(t, s, http.MethodPost, path, live, nil, `{"bogus":1}`)
+		mustStatus(t, r, http.StatusBadRequest)
+		if i == 0 {
+			wantAllowed(t, "refused creation", r, 10, 10)
+		}
+	}
+	mustStatus(t, call(t, s, http.MethodPost, path+"?x=1", live, nil, nil), http.StatusBadRequest)
+	mustStatus(t, call(t, s, http.MethodPost, "/v1/agents/agt_00000000000000000000000000000000/keys", live, nil, nil), http.StatusNotFound)
+	var keys []string
+	for i := range 3 {
+		r = call(t, s, http.MethodPost, path, live, nil, nil)
+		mustStatus(t, r, http.StatusCreated)
+		wantAllowed(t, fmt.Sprintf("key %d", i+1), r, 10, 9-i)
+		keys = append(keys, r.Body["id"].(string))
+	}
+	r = call(t, s, http.MethodPost, path, live, nil, nil)
+	mustStatus(t, r, http.StatusConflict)
+	wantAllowed(t, "key over the quota", r, 10, 7)
+	// Revoking (again and again) takes nothing from the day's allowance.
+	// The clock moves a minute at a time, for the per-key limit of
+	// administration writes; the day's allowance earns nothing meanwhile
+	// (one key per 8640 s).
+	advance(s, 60)
+	for range 15 {
+		r = call(t, s, http.MethodPost, "/v1/keys/"+keys[0]+"/revoke", live, nil, nil)
+		mustStatus(t, r, http.StatusOK)
+	}
+	advance(s, 60)
+	for i := range 7 {
+		r = call(t, s, http.MethodPost, path, live, nil, nil)
+		mustStatus(t, r, http.StatusCreated)
+		wantAllowed(t, fmt.Sprintf("key after revocations %d", i+1), r, 10, 6-i)
+		r = call(t, s, http.MethodPost, "/v1/keys/"+r.Body["id"].(string)+"/revoke", live, nil, nil)
+		mustStatus(t, r, http.StatusOK)
+	}
+	// Ten keys made: the eleventh is refused, and a revocation still passes.
+	advance(s, 60)
+	want429(t, call(t, s, http.MethodPost, path, live, nil, nil), 10, 8640-180, "keys created or rotated")
+	mustStatus(t, call(t, s, http.MethodPost, "/v1/keys/"+keys[1]+"/revoke", live, nil, nil), http.StatusOK)
+}
+
 // TestRateLimitPerKey: every request with a key counts against it, 120 a
 // minute plus 30 in practice. A request the key's limit refuses takes
 // nothing from the route's own limits.
@@ -332,11 +387,11 @@ func TestRateLimitPerKey(t *testing.T) {
 	for i := range 150 {
 		r := call(t, s, http.MethodGet, "/v1/me", e.agentKey, nil, nil)
 		mustStatus(t, r, http.StatusOK)
-		wantAllowed(t, fmt.Sprintf("request %d", i+1), r, 120, 149-i)
+		wantAllowed(t, fmt.Sprintf("request %d", i+1), r, 150, 149-i)
 	}
 	// One token every 60 s / 120 = 0.5 s: Retry-After rounds up to 1.
-	want429(t, call(t, s, http.MethodGet, "/v1/balance", e.agentKey, nil, nil), 120, 1, "requests with this key")
-	want429(t, spend(t, s, e.agentKey, newKey(), spendBody("0.10", "api.vendor.com", "/r")), 120, 1, "requests with this key")
+	want429(t, call(t, s, http.MethodGet, "/v1/balance", e.agentKey, nil, nil), 150, 1, "requests with this key")
+	want429(t, spend(t, s, e.agentKey, newKey(), spendBody("0.10", "api.vendor.com", "/r")), 150, 1, "requests with this key")
 	// Public routes ignore the key and are not limited.
 	r := call(t, s, http.MethodGet, "/healthz", e.agentKey, nil, nil)
 	mustStatus(t, r, http.StatusOK)
@@ -348,13 +403,13 @@ func TestRateLimitPerKey(t *testing.T) {
 	second, _ := r.Body["secret"].(string)
 	r = call(t, s, http.MethodGet, "/v1/me", second, nil, nil)
 	mustStatus(t, r, http.StatusOK)
-	wantAllowed(t, "the agent's second key", r, 120, 149)
+	wantAllowed(t, "the agent's second key", r, 150, 149)
 
 	// A second earns two tokens; the spend is the tightest on the key.
 	advance(s, 1)
 	r = spend(t, s, e.agentKey, newKey(), spendBody("0.10", "api.vendor.com", "/r"))
 	mustStatus(t, r, http.StatusCreated)
-	wantAllowed(t, "spend after Retry-After", r, 120, 1)
+	wantAllowed(t, "spend after Retry-After", r, 150, 1)
 }
 
 // TestRateLimitInvalidKeysPerIP: every 401 counts against the client's
@@ -386,7 +441,7 @@ func TestRateLimitInvalidKeysPerIP(t *testing.T) {
 	// A valid key from the same IP goes on.
 	r := call(t, s, http.MethodGet, "/v1/me", e.agentKey, nil, nil)
 	mustStatus(t, r, http.StatusOK)
-	wantAllowed(t, "a valid key from the same IP", r, 120, 149)
+	wantAllowed(t, "a valid key from the same IP", r, 150, 149)
 
 	advance(s, 20)
 	r = call(t, s, http.MethodGet, "/v1/me", "svc_test_agent_nope", nil, nil)

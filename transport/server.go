@@ -159,14 +159,14 @@ func (s *Server) routes(r *router.Router) {
 	r.POST("/v1/agents/{id}/resume", s.wrap(s.ownerOnly(noQuery(s.agentAction(actors.ActionResume)), ratelimit.AdminWrites)))
 	r.POST("/v1/agents/{id}/archive", s.wrap(s.ownerOnly(noQuery(s.agentAction(actors.ActionArchive)), ratelimit.AdminWrites)))
 	r.GET("/v1/keys", s.wrap(s.ownerOnly(s.listKeys)))
-	r.POST("/v1/keys/{id}/revoke", s.wrap(s.ownerOnly(noQuery(s.revokeKey), ratelimit.AdminWrites, ratelimit.KeyChanges)))
-	r.POST("/v1/agents/{id}/keys", s.wrap(s.ownerOnly(noQuery(s.createAgentKey), ratelimit.AdminWrites, ratelimit.KeyChanges)))
+	r.POST("/v1/keys/{id}/revoke", s.wrap(s.ownerOnly(noQuery(s.revokeKey), ratelimit.AdminWrites)))
+	r.POST("/v1/agents/{id}/keys", s.wrap(s.ownerOnly(s.keyChange(noQuery(s.createAgentKey)), ratelimit.AdminWrites, ratelimit.KeyChanges)))
 	r.GET("/v1/agents/{id}/policy", s.wrap(s.ownerOnly(noQuery(s.ownerPolicy))))
 	r.POST("/v1/agents/{id}/policy", s.wrap(s.ownerOnly(noQuery(s.publishPolicy), ratelimit.AdminWrites)))
 	r.POST("/v1/agents/{id}/destinations", s.wrap(s.ownerOnly(noQuery(s.addDestination), ratelimit.AdminWrites)))
 	r.DELETE("/v1/agents/{id}/destinations/{list}/{pattern}", s.wrap(s.ownerOnly(noQuery(s.removeDestination), ratelimit.AdminWrites)))
-	r.POST("/v1/keys/{id}/rotate", s.wrap(s.ownerOnly(noQuery(s.rotateKey), ratelimit.AdminWrites, ratelimit.KeyChanges)))
-	r.POST("/v1/owner_keys", s.wrap(s.ownerOnly(noQuery(s.createOwnerKey), ratelimit.AdminWrites, ratelimit.KeyChanges)))
+	r.POST("/v1/keys/{id}/rotate", s.wrap(s.ownerOnly(s.keyChange(noQuery(s.rotateKey)), ratelimit.AdminWrites, ratelimit.KeyChanges)))
+	r.POST("/v1/owner_keys", s.wrap(s.ownerOnly(s.keyChange(noQuery(s.createOwnerKey)), ratelimit.AdminWrites, ratelimit.KeyChanges)))
 	r.GET("/v1/funding", s.wrap(s.ownerOnly(s.getFunding)))
 	r.POST("/v1/funding", s.wrap(s.ownerOnly(noQuery(s.updateFunding), ratelimit.AdminWrites)))
 	r.POST("/v1/test/deposits", s.wrap(s.practiceControl(noQuery(s.testDeposit))))
@@ -315,8 +315,9 @@ type call struct {
 	who   actors.Principal
 	// rate is the decision the RateLimit headers report, once a limit was
 	// passed (see ratelimit_http.go).
-	rate    ratelimit.Decision
-	hasRate bool
+	rate     ratelimit.Decision
+	rateName ratelimit.Name
+	hasRate  bool
 }
 
 type handler func(c *call) *apiError

@@ -244,6 +244,11 @@ func (s *Server) createSpend(c *call) *apiError {
 
 func (s *Server) getSpend(c *call) *apiError {
 	id, _ := c.ctx.UserValue("id").(string)
+	if id == "check" {
+		// The path of the check, asked with the wrong method: say so
+		// rather than that no spend "check" exists.
+		return badParam(codeRouteNotFound, "", "No route "+string(c.ctx.Method())+" /v1/spends/check exists; the check is POST /v1/spends/check.")
+	}
 	if name, ok := unknownParam(c, "wait_seconds"); ok {
 		return badParam(codeParameterUnknown, clip(name, 40), clip(name, 40)+" is not a parameter of GET /v1/spends/{id}; its only one is wait_seconds (a whole number from 0 to 20).")
 	}

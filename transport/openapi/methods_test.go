@@ -162,3 +162,20 @@ func TestOptionsIsNotARoute(t *testing.T) {
 		}
 	}
 }
+
+// GET /v1/spends/check falls on the route of GET /v1/spends/{id}; it must
+// say that the check is a POST, not that no spend "check" exists.
+func TestGetOnTheCheckNamesTheMethod(t *testing.T) {
+	h := startService(t)
+	_, agent := keysFor(t, h)
+	res, err := h.client.Do(h.request("GET", "/v1/spends/check", agent, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusNotFound || !strings.Contains(string(body), `"code":"route_not_found"`) ||
+		!strings.Contains(string(body), "POST /v1/spends/check") {
+		t.Errorf("GET /v1/spends/check: %d %s, want 404 route_not_found naming POST", res.StatusCode, body)
+	}
+}

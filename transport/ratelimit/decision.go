@@ -13,10 +13,9 @@ type Decision struct {
 	// does not exist there and the caller answers 404. Every other field
 	// is zero.
 	Disabled bool
-	// Limit is the sustained rate per window, for RateLimit-Limit. It is
-	// the rate, not rate+burst: the header advertises the pace a client
-	// can keep up, and burst is headroom on top of it. A full bucket
-	// therefore reports a Remaining above Limit.
+	// Limit is what a full bucket holds, Rate+Burst, for RateLimit-Limit:
+	// the three headers then describe one bucket (Remaining of Limit left,
+	// full again in Reset), and Remaining is never above Limit.
 	Limit int
 	// Remaining is the number of whole tokens left after this request.
 	Remaining int

@@ -50,9 +50,11 @@
 //
 // # Headers
 //
-// RateLimit-Limit is the sustained Rate, not Rate+Burst: it tells a client
-// the pace it can keep; a full bucket thus shows a Remaining above the
-// Limit. RateLimit-Remaining is the whole tokens left after this request.
+// RateLimit-Limit is what a full bucket holds, Rate+Burst, so that the
+// three headers describe one bucket and Remaining is never above Limit (a
+// client comparing them must not see more left than allowed). The pace,
+// Rate per Window, is in the 429 message and the API document.
+// RateLimit-Remaining is the whole tokens left after this request.
 // RateLimit-Reset is the seconds, rounded up, until the bucket is full
 // again. Retry-After, on a refusal only, is the seconds, rounded up and at
 // least 1, until one token is back; right after a subject exhausted its

@@ -20,6 +20,7 @@ const numShards = 64
 // path.
 type params struct {
 	rate     int   // Limit.Rate; 0 means disabled
+	capacity int   // Rate+Burst: what a full bucket holds, RateLimit-Limit
 	interval int64 // nanoseconds to earn one token: Window/Rate rounded up
 	size     int64 // (Rate+Burst) * interval: the debt of an empty bucket
 }
@@ -107,6 +108,7 @@ func toParams(lim Limit) params {
 	interval := ceilDiv(int64(lim.Window), int64(lim.Rate))
 	return params{
 		rate:     lim.Rate,
+		capacity: lim.Rate + lim.Burst,
 		interval: interval,
 		size:     int64(lim.Rate+lim.Burst) * interval,
 	}
@@ -123,12 +125,10 @@ func (l *Limiter) now() int64 {
 	return int64(l.clock.Now().Sub(l.epoch))
 }
 
-// Allow takes one token from the bucket of (name, livemode, subject). The
-// subject is a key id, agent id, owner id or IP, as the limit's Name says;
-// it is kept as the map key, so it must not be a string that aliases
-// mutable memory. A subject seen for the first time starts with a full
-// bucket. Allow panics on a name that is not one of the constants.
-func (l *Limiter) Allow(name Name, livemode bool, subject string) Decision {
+// bucket finds the parameters, map key and shard of the bucket of (name,
+// livemode, subject). It panics on a name that is not one of the
+// constants.
+func (l *Limiter) bucket(name Name, livemode bool, subject string) (*params, bucketKey, *shard) {
 	i := name.index()
 	if i < 0 {
 		panic(fmt.Sprintf("ratelimit: unknown limit name %q", name))
@@ -137,15 +137,23 @@ func (l *Limiter) Allow(name Name, livemode bool, subject string) Decision {
 	if livemode {
 		env = 1
 	}
-	p := &l.params[i][env]
+	return &l.params[i][env], bucketKey{subject: subject, name: uint8(i), live: livemode},
+		&l.shards[maphash.String(l.seed, subject)&(numShards-1)]
+}
+
+// Allow takes one token from the bucket of (name, livemode, subject). The
+// subject is a key id, agent id, owner id or IP, as the limit's Name says;
+// it is kept as the map key, so it must not be a string that aliases
+// mutable memory. A subject seen for the first time starts with a full
+// bucket. Allow panics on a name that is not one of the constants.
+func (l *Limiter) Allow(name Name, livemode bool, subject string) Decision {
+	p, k, s := l.bucket(name, livemode, subject)
 	if p.rate == 0 {
 		return Decision{Disabled: true}
 	}
 	now := l.now()
-	k := bucketKey{subject: subject, name: uint8(i), live: livemode}
-	s := &l.shards[maphash.String(l.seed, subject)&(numShards-1)]
 
-	d := Decision{Limit: p.rate}
+	d := Decision{Limit: p.capacity}
 	s.mu.Lock()
 	// debt is how far the bucket is below full, in nanoseconds of refill:
 	// tokens = (size - debt) / interval.
@@ -180,6 +188,25 @@ func (l *Limiter) Allow(name Name, livemode bool, subject string) Decision {
 	s.mu.Unlock()
 	d.Reset = time.Duration(debt)
 	return d
+}
+
+// Refund gives back the token an earlier Allow of (name, livemode,
+// subject) took, for a request that turned out to do nothing the limit is
+// meant to count (a key creation refused with 400 or 409). The bucket
+// never ends fuller than full; a bucket already dropped by Sweep is full
+// and stays so.
+func (l *Limiter) Refund(name Name, livemode bool, subject string) {
+	p, k, s := l.bucket(name, livemode, subject)
+	if p.rate == 0 {
+		return
+	}
+	s.mu.Lock()
+	if slot, seen := s.index[k]; seen {
+		// fullAt may already be in the past (the bucket refilled since):
+		// moving it further back leaves it full, which is right.
+		s.full[slot] -= p.interval
+	}
+	s.mu.Unlock()
 }
 
 // Len returns the number of buckets held.

@@ -79,8 +79,8 @@ func TestDefaultLimitsExhaustAndRecover(t *testing.T) {
 				if !d.Allowed || d.Disabled {
 					t.Fatalf("request %d of %d refused: %+v", k, size, d)
 				}
-				if d.Limit != tc.rate {
-					t.Fatalf("request %d: Limit = %d, want %d", k, d.Limit, tc.rate)
+				if d.Limit != size {
+					t.Fatalf("request %d: Limit = %d, want rate+burst %d", k, d.Limit, size)
 				}
 				if d.Remaining != size-k {
 					t.Fatalf("request %d: Remaining = %d, want %d", k, d.Remaining, size-k)
@@ -97,8 +97,8 @@ func TestDefaultLimitsExhaustAndRecover(t *testing.T) {
 			if d.Allowed {
 				t.Fatalf("request %d allowed, want refusal after %d", size+1, size)
 			}
-			if d.Remaining != 0 || d.RetryAfter != tc.retry || d.Limit != tc.rate {
-				t.Fatalf("refusal = %+v, want Remaining 0, RetryAfter %v, Limit %d", d, tc.retry, tc.rate)
+			if d.Remaining != 0 || d.RetryAfter != tc.retry || d.Limit != size {
+				t.Fatalf("refusal = %+v, want Remaining 0, RetryAfter %v, Limit %d", d, tc.retry, size)
 			}
 			if want := time.Duration(size) * tc.retry; d.Reset != want {
 				t.Fatalf("refusal: Reset = %v, want %v", d.Reset, want)
@@ -198,8 +198,8 @@ func TestPracticeAndLiveDiffer(t *testing.T) {
 	if got := exhaust(t, l, Spends, true, "agt_1"); got != 15 {
 		t.Fatalf("live spends granted %d, want 15", got)
 	}
-	if p, lv := l.Allow(Key, false, "key_1"), l.Allow(Key, true, "key_2"); p.Limit != 120 || lv.Limit != 60 {
-		t.Fatalf("Key limits practice %d live %d, want 120 and 60", p.Limit, lv.Limit)
+	if p, lv := l.Allow(Key, false, "key_1"), l.Allow(Key, true, "key_2"); p.Limit != 150 || lv.Limit != 90 {
+		t.Fatalf("Key limits practice %d live %d, want 150 and 90 (rate and burst)", p.Limit, lv.Limit)
 	}
 }
 
@@ -251,6 +251,35 @@ func TestPartialRefill(t *testing.T) {
 	clock.Advance(365 * 24 * time.Hour)
 	if got := exhaust(t, l, Spends, true, "agt"); got != 15 {
 		t.Fatalf("after a year granted %d, want 15", got)
+	}
+}
+
+func TestRefundGivesBackOneToken(t *testing.T) {
+	clock := newFakeClock()
+	l := New(DefaultTable(), clock)
+	// Live key changes: 10 a day, no burst.
+	if got := exhaust(t, l, KeyChanges, true, "own"); got != 10 {
+		t.Fatalf("granted %d, want 10", got)
+	}
+	l.Refund(KeyChanges, true, "own")
+	if d := l.Allow(KeyChanges, true, "own"); !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("after a refund: %+v, want one more token and none left", d)
+	}
+	if d := l.Allow(KeyChanges, true, "own"); d.Allowed {
+		t.Fatalf("a refund gave back more than one token: %+v", d)
+	}
+	// A refund never fills a bucket past full: after a day the bucket is
+	// full, a refund changes nothing, and still only 10 pass.
+	clock.Advance(48 * time.Hour)
+	l.Refund(KeyChanges, true, "own")
+	l.Refund(KeyChanges, true, "own")
+	if got := exhaust(t, l, KeyChanges, true, "own"); got != 10 {
+		t.Fatalf("after refunds of a full bucket granted %d, want 10", got)
+	}
+	// A subject never seen, and another subject's bucket, are untouched.
+	l.Refund(KeyChanges, true, "other")
+	if got := exhaust(t, l, KeyChanges, true, "other"); got != 10 {
+		t.Fatalf("other subject granted %d, want 10", got)
 	}
 }
 

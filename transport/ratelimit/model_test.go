@@ -60,8 +60,8 @@ func FuzzAllowMatchesModel(f *testing.F) {
 				t.Fatalf("step %d (+%v): limiter %+v, model allowed=%v remaining=%d retry=%v",
 					i, time.Duration(adv), d, ok, rem, time.Duration(retry))
 			}
-			if d.Limit != int(rate) {
-				t.Fatalf("Limit = %d, want %d", d.Limit, rate)
+			if d.Limit != int(rate+burst) {
+				t.Fatalf("Limit = %d, want rate+burst %d", d.Limit, rate+burst)
 			}
 			// Reset: until the model is full again.
 			full := (rate + burst) * window
