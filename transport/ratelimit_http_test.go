@@ -1,6 +1,7 @@
 package transport_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"reflect"
@@ -209,6 +210,66 @@ func TestRateLimitSpendsPerDayLive(t *testing.T) {
 	// then the tightest.
 	if rt := rateOf(t, lastOK); rt.limit != 200 || rt.remaining != 0 {
 		t.Errorf("last allowed spend: headers %+v, want the daily limit with nothing left", rt)
+	}
+}
+
+// TestDailyLimitSurvivesRestart: the day's payments are remembered across
+// a restart (the buckets live in memory; the spends are in the journal),
+// so a restart does not hand back the live daily allowance of 200.
+func TestDailyLimitSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	clock := guardtest.NewFakeClock(epoch)
+	opts := func(c *guardtest.FakeClock) []guardtest.Option {
+		return []guardtest.Option{guardtest.WithClock(c), guardtest.WithConfig(func(cfg *wire.Config) {
+			cfg.Data = dir
+			cfg.RateLimitScale = 1
+		})}
+	}
+	first := guardtest.Start(t, opts(clock)...)
+	owner := first.NewOwner(t)
+	_, key := first.NewAgent(t, owner.LiveKey, testPolicy)
+	// The live pool is empty: every payment is declined at once (201),
+	// and each counts against the daily limit.
+	body := spendBody("1.00", "api.vendor.com", "/report")
+	sent := 0
+	for sent < 150 {
+		r := spend(t, first, key, newKey(), body)
+		if r.Status == http.StatusTooManyRequests {
+			advance(first, 6) // the per-minute limit
+			continue
+		}
+		mustStatus(t, r, http.StatusCreated)
+		sent++
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := first.Service().Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	clock2 := guardtest.NewFakeClock(clock.Now())
+	second := guardtest.Start(t, opts(clock2)...)
+	// 200 a day, one back every 432 s: what is left is 200 - 150, plus
+	// what the minutes spent sending earn back.
+	after := 0
+	for {
+		r := spend(t, second, key, newKey(), body)
+		if r.Status == http.StatusCreated {
+			after++
+			if after > 100 {
+				t.Fatalf("%d spends after the restart and no daily refusal: the restart handed back the day", after)
+			}
+			continue
+		}
+		e := wantError(t, r, http.StatusTooManyRequests, "rate_limit_error", "rate_limited", "")
+		if msg, _ := e["message"].(string); strings.Contains(msg, "in a day") {
+			break
+		}
+		advance(second, 6)
+	}
+	elapsed := clock2.Now().Sub(epoch)
+	if wantMax := 50 + int(elapsed/(432*time.Second)) + 1; after < 50 || after > wantMax {
+		t.Errorf("%d spends after the restart before the daily limit refused (%v after the first), want 50 to %d", after, elapsed, wantMax)
 	}
 }
 

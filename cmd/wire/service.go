@@ -128,7 +128,7 @@ func Open(cfg Config, opts Options) (*Service, error) {
 	failMu.Lock()
 	failed = svc.sys.StoreFailed
 	failMu.Unlock()
-	limits := newLimiter(cfg, opts.Clock)
+	limits := newLimiter(cfg, opts.Clock, svc.sys)
 	pages, err := console.New(console.Config{System: svc.sys, Links: svc.links, Limits: limits, JWKS: svc.keys.JWKS,
 		URL: cfg.ConsoleURL, Logger: log})
 	if err != nil {
@@ -157,8 +157,10 @@ func newMessenger(cfg Config, opts Options, links *approvallink.Signer) (*notify
 
 // newLimiter builds the rate limiter of cfg, or nil when limits are off.
 // An injected clock drives the limiter too, so a test that advances a
-// fake clock refills the buckets.
-func newLimiter(cfg Config, clock actors.Clock) *ratelimit.Limiter {
+// fake clock refills the buckets. The daily limit of payments starts each
+// agent's allowance from the spends it made in the journal: buckets live
+// in memory, and a restart must not hand back a day's payments.
+func newLimiter(cfg Config, clock actors.Clock, sys *actors.System) *ratelimit.Limiter {
 	if !cfg.RateLimits {
 		return nil
 	}
@@ -166,7 +168,11 @@ func newLimiter(cfg Config, clock actors.Clock) *ratelimit.Limiter {
 	if clock != nil {
 		c = clock
 	}
-	return ratelimit.New(ratelimit.DefaultTable().Scaled(cfg.RateLimitScale), c)
+	l := ratelimit.New(ratelimit.DefaultTable().Scaled(cfg.RateLimitScale), c)
+	l.Recall(func(_ ratelimit.Name, _ bool, agentID string, within time.Duration) ([]time.Duration, error) {
+		return sys.SpendAges(agentID, within)
+	}, ratelimit.SpendsDaily)
+	return l
 }
 
 // System exposes the actors (for the command's bootstrap and tests).

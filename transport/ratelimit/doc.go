@@ -42,6 +42,12 @@
 // twice Rate (a full bucket at its start plus a day of refill). There is no
 // midnight reset and no cliff where a whole day's quota comes back at once.
 //
+// Buckets live in memory. So that a restart does not hand back a day's
+// allowance, a limit may be given a History (Recall): a bucket the limiter
+// has not seen starts from the uses the history finds, not full. The
+// server gives one to the daily limit of payments, read from the spends
+// each agent made.
+//
 // # Disabled limits
 //
 // Rate 0 means the route does not exist in that environment (practice

@@ -23,6 +23,8 @@ type params struct {
 	capacity int   // Rate+Burst: what a full bucket holds, RateLimit-Limit
 	interval int64 // nanoseconds to earn one token: Window/Rate rounded up
 	size     int64 // (Rate+Burst) * interval: the debt of an empty bucket
+	window   int64 // Limit.Window in nanoseconds
+	recall   bool  // a new bucket starts from the limiter's History
 }
 
 // bucketKey identifies one bucket. It holds no pointer other than the
@@ -73,6 +75,9 @@ type Limiter struct {
 	epoch  time.Time
 	seed   maphash.Seed
 	params [numNames][2]params // [name index][0 practice, 1 live]
+	// history recalls uses made before this limiter started, for the
+	// limits whose params have recall set (see Recall).
+	history History
 }
 
 // New returns a limiter for table t reading time from clock. Pass nil for
@@ -111,6 +116,7 @@ func toParams(lim Limit) params {
 		capacity: lim.Rate + lim.Burst,
 		interval: interval,
 		size:     int64(lim.Rate+lim.Burst) * interval,
+		window:   int64(lim.Window),
 	}
 }
 
@@ -158,6 +164,22 @@ func (l *Limiter) Allow(name Name, livemode bool, subject string) Decision {
 	// debt is how far the bucket is below full, in nanoseconds of refill:
 	// tokens = (size - debt) / interval.
 	slot, seen := s.index[k]
+	if !seen && p.recall {
+		// Read the history without the shard's lock: it may read the
+		// store. Another request of the same subject may have started
+		// the bucket meanwhile; its bucket wins.
+		s.mu.Unlock()
+		debt := l.recalled(p, name, livemode, subject)
+		s.mu.Lock()
+		if slot, seen = s.index[k]; !seen && debt > 0 {
+			slot, seen = s.slot(), true
+			s.index[k] = slot
+			if len(s.index) > s.peak {
+				s.peak = len(s.index)
+			}
+			s.full[slot] = now + debt
+		}
+	}
 	var debt int64
 	if seen {
 		debt = s.full[slot] - now
