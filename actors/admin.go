@@ -282,13 +282,12 @@ func (a *agentActor) publish(m *publishPolicy) {
 	a.env.mu.Lock()
 	c.put(bPolicies, versionKey(a.id, pol.Version), pol)
 	c.putRaw(bPolicyIDs, []byte(pol.ID), versionKey(a.id, pol.Version))
-	ref := policyRef(&pol)
 	if loosens {
-		c.event(a.env, a.id, "policy.change_requested", ref, audienceOwner, now)
+		c.event(a.env, a.id, "policy.change_requested", waitingChange(&pol), audienceOwner, now)
 	} else {
 		a.agent.PolicyVersion = pol.Version
 		c.put(bAgents, []byte(a.id), a.agent)
-		c.event(a.env, a.id, "policy.updated", ref, audienceBoth, now)
+		c.event(a.env, a.id, "policy.updated", policyRef(&pol), audienceBoth, now)
 	}
 	next := pol.Version
 	for _, w := range rebase {
@@ -304,7 +303,9 @@ func (a *agentActor) publish(m *publishPolicy) {
 		moved := policy.NewPolicy(w.ID, a.id, next, edited, w.Livemode, now, w.EffectiveAt)
 		c.put(bPolicies, versionKey(a.id, moved.Version), moved)
 		c.putRaw(bPolicyIDs, []byte(moved.ID), versionKey(a.id, moved.Version))
-		c.event(a.env, a.id, "policy.change_requested", policyRef(&moved), audienceOwner, now)
+		// The same change (same id and time) under its new number: a
+		// receiver keeps the newest event of an id.
+		c.event(a.env, a.id, "policy.change_requested", waitingChange(&moved), audienceOwner, now)
 	}
 	if d := m.dest; d != nil {
 		typ := "destination.removed"

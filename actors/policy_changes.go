@@ -78,6 +78,13 @@ func policyRef(p *policy.Policy) map[string]any {
 		"hash": p.Hash, "effective_at": p.EffectiveAt}
 }
 
+// waitingChange is the policy_change object of a version that waits to
+// apply (spec 6.2: policy.change_requested carries a policy_change).
+func waitingChange(p *policy.Policy) PolicyChange {
+	return PolicyChange{ID: p.ID, Object: "policy_change", AgentID: p.AgentID, Version: p.Version, Hash: p.Hash,
+		Status: "pending", EffectiveAt: p.EffectiveAt}
+}
+
 // PolicyChange is a published version that waits, or waited, to apply.
 type PolicyChange struct {
 	ID          string     `json:"id"`

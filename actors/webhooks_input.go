@@ -3,6 +3,7 @@ package actors
 import (
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -71,6 +72,11 @@ func CheckWebhookURL(raw string) *Error {
 	}
 	if u.Hostname() == "" {
 		return bad("url has no host.")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return bad(fmt.Sprintf("url port %s is not a port (1 to 65535).", clipText(p, 10)))
+		}
 	}
 	switch strings.ToLower(u.Scheme) {
 	case "https":

@@ -75,6 +75,9 @@ func decodeError(err error) *apiError {
 		param := te.Field
 		want := te.Type.String()
 		switch {
+		case strings.HasPrefix(want, "[]string"):
+			// Before the string case: the wanted type names "string" too.
+			return badParam(codeParameterInvalid, param, fmt.Sprintf("%s must be a JSON array of strings, like [\"a\", \"b\"], not a %s.", param, te.Value))
 		case strings.Contains(want, "string") && te.Value == "number" && moneyFields[param[strings.LastIndexByte(param, '.')+1:]]:
 			return badParam(codeParameterInvalid, param, fmt.Sprintf("%s must be a JSON string; write amounts as decimal strings like \"5.00\", not JSON numbers.", param))
 		case strings.Contains(want, "string"):

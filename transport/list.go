@@ -3,6 +3,7 @@ package transport
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -15,6 +16,24 @@ import (
 // listParams reads the common list query: limit, cursors, created[...],
 // agent_id. Unknown parameters are refused so a typo is not silently
 // ignored.
+// eventTypeFilter reports whether f is the shape of an event type
+// ("spend.settled": lower-case words joined by dots) or of a family
+// ("spend.*"). Types the service does not know pass: the list of types is
+// open (spec 6.2), and a filter on one simply finds nothing yet.
+func eventTypeFilter(f string) bool {
+	f, family := strings.CutSuffix(f, ".*")
+	if f == "" || f[0] == '.' || f[len(f)-1] == '.' || strings.Contains(f, "..") ||
+		!family && !strings.Contains(f, ".") {
+		return false
+	}
+	for i := 0; i < len(f); i++ {
+		if c := f[i]; (c < 'a' || c > 'z') && c != '_' && c != '.' {
+			return false
+		}
+	}
+	return true
+}
+
 func listParams(c *call, extra ...string) (actors.ListParams, *apiError) {
 	var q actors.ListParams
 	var bad *apiError
@@ -30,6 +49,10 @@ func listParams(c *call, extra ...string) (actors.ListParams, *apiError) {
 		key, val := string(k), string(v)
 		if !allowed[key] {
 			bad = badParam(codeParameterUnknown, key, key+" is not a parameter of this list; remove it (check the spelling).")
+			continue
+		}
+		if len(c.ctx.QueryArgs().PeekMulti(key)) > 1 {
+			bad = repeatedParam(key)
 			continue
 		}
 		switch key {
@@ -172,7 +195,13 @@ func (s *Server) listEvents(c *call) *apiError {
 	if err != nil {
 		return err
 	}
-	q.Type = string(c.ctx.QueryArgs().Peek("type"))
+	if args := c.ctx.QueryArgs(); args.Has("type") {
+		q.Type = string(args.Peek("type"))
+		if !eventTypeFilter(q.Type) {
+			return badParam(codeParameterInvalid, "type", "type must be one event type, like spend.settled, or a family, like spend.*; got \""+
+				clip(q.Type, 60)+"\". Leave it out for every type.")
+		}
+	}
 	page, aerr := s.sys.ListEvents(c.who, q)
 	if aerr != nil {
 		return fromActors(aerr)

@@ -360,3 +360,38 @@ func TestLimitIsDigitsOnly(t *testing.T) {
 		t.Error("limit=05 on an empty list has more")
 	}
 }
+
+// The events' type filter takes one type or one family; anything else is
+// a 400 naming type, not an empty page that looks like "no such events".
+// A parameter given twice is refused on every list and on the long poll.
+func TestEventTypeFilterAndRepeatedParameters(t *testing.T) {
+	e := start(t)
+	settledSpend(t, e, "/x")
+	if ids, _ := listIDs(t, e.srv, e.owner.TestKey, "/v1/events?type=spend.settled"); len(ids) != 1 {
+		t.Fatalf("type=spend.settled: %d events, want 1", len(ids))
+	}
+	if ids, _ := listIDs(t, e.srv, e.owner.TestKey, "/v1/events?type=spend.*"); len(ids) < 2 {
+		t.Fatalf("type=spend.*: %d events, want approved and settled", len(ids))
+	}
+	// A type of the right shape the service does not know is not an error:
+	// the list of types is open.
+	if ids, _ := listIDs(t, e.srv, e.owner.TestKey, "/v1/events?type=spend.refunded"); len(ids) != 0 {
+		t.Fatalf("type=spend.refunded: %d events, want 0", len(ids))
+	}
+	for _, f := range []string{"", "spend", "Spend.Settled", "spend.*,approval.*", "*.settled", "spend.", ".settled", "spend..settled", "spend settled"} {
+		r := call(t, e.srv, http.MethodGet, "/v1/events?type="+url.QueryEscape(f), e.owner.TestKey, nil, nil)
+		wantError(t, r, http.StatusBadRequest, "invalid_request_error", "parameter_invalid", "type")
+	}
+	for _, c := range []struct{ path, param string }{
+		{"/v1/events?type=spend.settled&type=spend.failed", "type"},
+		{"/v1/events?limit=5&limit=2", "limit"},
+		{"/v1/spends?limit=5&limit=2", "limit"},
+		{"/v1/spends?status=settled&status=declined", "status"},
+	} {
+		r := call(t, e.srv, http.MethodGet, c.path, e.agentKey, nil, nil)
+		wantError(t, r, http.StatusBadRequest, "invalid_request_error", "parameter_invalid", c.param)
+	}
+	id := settledSpend(t, e, "/y")
+	r := call(t, e.srv, http.MethodGet, "/v1/spends/"+id+"?wait_seconds=1&wait_seconds=2", e.agentKey, nil, nil)
+	wantError(t, r, http.StatusBadRequest, "invalid_request_error", "parameter_invalid", "wait_seconds")
+}

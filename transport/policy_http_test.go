@@ -127,6 +127,9 @@ func TestATighteningDoesNotWaitForALoosening(t *testing.T) {
 	// The waiting change keeps its id, so the owner can still cancel it.
 	pc := call(t, e.srv, http.MethodGet, "/v1/events?type=policy.change_requested&limit=1", e.owner.TestKey, nil, nil)
 	latest := pc.Body["data"].([]any)[0].(map[string]any)["data"].(map[string]any)["object"].(map[string]any)
+	if latest["object"] != "policy_change" || latest["status"] != "pending" || latest["cancelled_at"] != nil {
+		t.Fatalf("policy.change_requested carries %v, want a pending policy_change (spec 6.2)", latest)
+	}
 	if latest["id"] != trust["id"] || latest["version"].(float64) <= block["version"].(float64) {
 		t.Fatalf("the waiting change after the block: %v (trust %v, block version %v)", latest, trust["id"], block["version"])
 	}

@@ -252,6 +252,9 @@ func (s *Server) getSpend(c *call) *apiError {
 	if name, ok := unknownParam(c, "wait_seconds"); ok {
 		return badParam(codeParameterUnknown, clip(name, 40), clip(name, 40)+" is not a parameter of GET /v1/spends/{id}; its only one is wait_seconds (a whole number from 0 to 20).")
 	}
+	if len(c.ctx.QueryArgs().PeekMulti("wait_seconds")) > 1 {
+		return repeatedParam("wait_seconds")
+	}
 	var wait time.Duration
 	if w := c.ctx.QueryArgs().Peek("wait_seconds"); w != nil {
 		n, ok := wholeNumber(w)
@@ -395,6 +398,13 @@ func unknownParam(c *call, known ...string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// repeatedParam refuses a query parameter given more than once: which of
+// the values counts would be a guess (the first? the last? all of them?).
+func repeatedParam(name string) *apiError {
+	name = clip(name, 40)
+	return badParam(codeParameterInvalid, name, name+" is given more than once; send it once.")
 }
 
 func (s *Server) balance(c *call) *apiError {

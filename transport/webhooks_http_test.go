@@ -134,6 +134,8 @@ func TestWebhookEndpointInput(t *testing.T) {
 		{`{"url":"https://a.example.com","enabled_events":["nothing.*"]}`, "parameter_invalid", "enabled_events"},
 		{`{"url":"https://a.example.com","enabled_events":["spend*"]}`, "parameter_invalid", "enabled_events"},
 		{`{"url":"https://a.example.com","enabled_events":"*"}`, "parameter_invalid", "enabled_events"},
+		{`{"url":"https://a.example.com:99999/h","enabled_events":["*"]}`, "parameter_invalid", "url"},
+		{`{"url":"https://a.example.com:0/h","enabled_events":["*"]}`, "parameter_invalid", "url"},
 		{`{"url":"https://a.example.com","enabled_events":["*"],"secret":"whsec_x"}`, "parameter_unknown", "secret"},
 	} {
 		r := call(t, e.srv, http.MethodPost, "/v1/webhook_endpoints", owner, nil, tc.body)
@@ -141,8 +143,13 @@ func TestWebhookEndpointInput(t *testing.T) {
 			t.Errorf("%s: %d %s", clipString(tc.body), r.Status, r.Raw)
 		}
 	}
+	// A list sent as a string is told it must be an array of strings.
+	r := call(t, e.srv, http.MethodPost, "/v1/webhook_endpoints", owner, nil, `{"url":"https://a.example.com","enabled_events":"*"}`)
+	if msg := errorOf(t, r)["message"].(string); !strings.Contains(msg, "array of strings") {
+		t.Errorf("enabled_events as a string: %q, want it to ask for an array of strings", msg)
+	}
 	// The message says what plain http is allowed for.
-	r := call(t, e.srv, http.MethodPost, "/v1/webhook_endpoints", owner, nil, `{"url":"http://hooks.example.com","enabled_events":["*"]}`)
+	r = call(t, e.srv, http.MethodPost, "/v1/webhook_endpoints", owner, nil, `{"url":"http://hooks.example.com","enabled_events":["*"]}`)
 	if msg := errorOf(t, r)["message"].(string); !strings.Contains(msg, "loopback") {
 		t.Errorf("the url message does not explain plain http: %q", msg)
 	}
@@ -163,6 +170,8 @@ func TestWebhookEndpointInput(t *testing.T) {
 		{`{"url":"http://example.com"}`, "parameter_invalid", "url"},
 		{`{"enabled_events":["*","bogus"]}`, "parameter_invalid", "enabled_events"},
 		{`{"enabled":true}`, "parameter_unknown", "enabled"},
+		{`{"url":null}`, "parameter_invalid", "url"},
+		{`{"enabled_events":null,"status":"enabled"}`, "parameter_invalid", "enabled_events"},
 	} {
 		r := call(t, e.srv, http.MethodPost, "/v1/webhook_endpoints/"+id[0], owner, nil, tc.body)
 		if r.Status != 400 || errorOf(t, r)["code"] != tc.code || errorOf(t, r)["param"] != nilIfEmpty(tc.param) {
