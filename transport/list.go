@@ -17,21 +17,21 @@ import (
 // agent_id. Unknown parameters are refused so a typo is not silently
 // ignored.
 // eventTypeFilter reports whether f is the shape of an event type
-// ("spend.settled": lower-case words joined by dots) or of a family
-// ("spend.*"). Types the service does not know pass: the list of types is
-// open (spec 6.2), and a filter on one simply finds nothing yet.
+// ("spend.settled": lower-case words joined by dots) or a prefix of types
+// ending in "*" ("spend.*"; "*" alone is every type). Types the service
+// does not know pass: the list of types is open (spec 6.2), and a filter
+// on one simply finds nothing yet.
 func eventTypeFilter(f string) bool {
-	f, family := strings.CutSuffix(f, ".*")
-	if f == "" || f[0] == '.' || f[len(f)-1] == '.' || strings.Contains(f, "..") ||
-		!family && !strings.Contains(f, ".") {
-		return false
-	}
-	for i := 0; i < len(f); i++ {
-		if c := f[i]; (c < 'a' || c > 'z') && c != '_' && c != '.' {
+	prefix, isPrefix := strings.CutSuffix(f, "*")
+	for i := 0; i < len(prefix); i++ {
+		if c := prefix[i]; (c < 'a' || c > 'z') && c != '_' && c != '.' {
 			return false
 		}
 	}
-	return true
+	if strings.HasPrefix(prefix, ".") || strings.Contains(prefix, "..") {
+		return false
+	}
+	return isPrefix || strings.Contains(f, ".") && !strings.HasSuffix(f, ".")
 }
 
 func listParams(c *call, extra ...string) (actors.ListParams, *apiError) {
