@@ -69,6 +69,9 @@ type Config struct {
 	NotifyTimeout time.Duration
 	// WebhookSender sends webhook deliveries; nil keeps them queued.
 	WebhookSender WebhookSender
+	// PrivateWebhookTargets lets live webhook endpoints name loopback,
+	// private and other non-public hosts (see CheckWebhookURL).
+	PrivateWebhookTargets bool
 }
 
 // Validate fills defaults and reports the first missing collaborator.

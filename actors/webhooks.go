@@ -58,6 +58,9 @@ type WebhookSender interface {
 type WebhookRequest struct {
 	URL  string
 	Body []byte
+	// Livemode is the environment of the endpoint: a sender may send live
+	// deliveries only to public addresses.
+	Livemode bool
 	// Secrets sign the body, newest first: each gives one v1 value.
 	Secrets []string
 	// Timestamp is the t of the signature: the service clock, never the

@@ -47,7 +47,7 @@ func (s *System) CreateWebhookEndpoint(ctx context.Context, p Principal, url str
 	if err := ownerOnlyErr(p, "create webhook endpoints"); err != nil {
 		return WebhookEndpointWithSecret{}, err
 	}
-	if err := CheckWebhookURL(url); err != nil {
+	if err := s.checkWebhookURL(url, p.Env()); err != nil {
 		return WebhookEndpointWithSecret{}, err
 	}
 	events, verr := CheckEnabledEvents(enabled)
@@ -129,7 +129,7 @@ func (s *System) UpdateWebhookEndpoint(ctx context.Context, p Principal, id stri
 		return WebhookEndpoint{}, err
 	}
 	if u.URL != nil {
-		if err := CheckWebhookURL(*u.URL); err != nil {
+		if err := s.checkWebhookURL(*u.URL, p.Env()); err != nil {
 			return WebhookEndpoint{}, err
 		}
 	}

@@ -160,7 +160,7 @@ func (w *webhooks) attempt(h *hook, d *pendingDelivery) {
 		return
 	}
 	res := w.sender.Send(w.ctx, WebhookRequest{URL: e.URL, Body: ev, Secrets: e.secrets(w.sys.nowFor(e.OwnerID, e.env())),
-		Timestamp: w.sys.clock.Now()})
+		Timestamp: w.sys.clock.Now(), Livemode: e.env() == EnvLive})
 	<-w.sends
 	if w.ctx.Err() != nil {
 		return // stopping: the outcome is unknown and the delivery stays pending on disk

@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/agentpay/guard/internal/egress"
 )
 
 // knownEventType reports the event types an endpoint may name exactly
@@ -86,6 +88,27 @@ func CheckWebhookURL(raw string) *Error {
 		}
 	default:
 		return bad(fmt.Sprintf("url scheme %q is not https.", clipText(u.Scheme, 20)))
+	}
+	return nil
+}
+
+// checkWebhookURL is CheckWebhookURL, and for a live endpoint also
+// refuses a host that is not public (localhost, a loopback, private,
+// link-local or reserved address) unless the operator allowed private
+// targets: an owner's URL must not reach what only the service can reach.
+// A name is checked again where it matters, at each delivery, on the
+// address it resolves to then (see the webhook sender).
+func (s *System) checkWebhookURL(raw string, env Env) *Error {
+	if err := CheckWebhookURL(raw); err != nil {
+		return err
+	}
+	if env != EnvLive || s.cfg.PrivateWebhookTargets {
+		return nil
+	}
+	if u, err := url.Parse(raw); err == nil && !egress.PublicHost(u.Hostname()) {
+		return &Error{Code: CodeParameterInvalid, Param: "url", Message: fmt.Sprintf(
+			"url host %s is not a public address (loopback, private, link-local or reserved); live endpoints receive deliveries only at public addresses. Use the endpoint's public https URL (an operator can allow private targets with private_webhook_targets).",
+			clipText(u.Hostname(), 60))}
 	}
 	return nil
 }

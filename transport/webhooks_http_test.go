@@ -202,3 +202,25 @@ func clipString(s string) string {
 	}
 	return s
 }
+
+// Live endpoints name only public hosts: an owner's URL must not reach
+// what only the service can (cloud metadata, internal networks, its own
+// ports). Practice endpoints may name local receivers.
+func TestLiveWebhookEndpointsArePublic(t *testing.T) {
+	e := start(t)
+	for _, u := range []string{"http://127.0.0.1:9/x", "http://localhost:9/x", "https://169.254.169.254/latest",
+		"https://10.0.0.1/h", "https://[::ffff:127.0.0.1]/x", "https://[fd00::1]/x", "https://api.localhost/x"} {
+		r := call(t, e.srv, http.MethodPost, "/v1/webhook_endpoints", e.owner.LiveKey, nil,
+			`{"url":"`+u+`","enabled_events":["*"]}`)
+		if r.Status != 400 || errorOf(t, r)["param"] != "url" || !strings.Contains(errorOf(t, r)["message"].(string), "public") {
+			t.Errorf("live endpoint %s: %d %s, want 400 naming url as not public", u, r.Status, r.Raw)
+		}
+	}
+	live := createEndpoint(t, e.srv, e.owner.LiveKey, "https://hooks.example.com/x", "*")["id"].(string)
+	r := call(t, e.srv, http.MethodPost, "/v1/webhook_endpoints/"+live, e.owner.LiveKey, nil, `{"url":"https://192.168.1.1/x"}`)
+	if r.Status != 400 || errorOf(t, r)["param"] != "url" {
+		t.Errorf("moving a live endpoint to a private address: %d %s", r.Status, r.Raw)
+	}
+	createEndpoint(t, e.srv, e.owner.TestKey, "http://127.0.0.1:9/x", "*")
+	createEndpoint(t, e.srv, e.owner.TestKey, "https://10.0.0.1/h", "*")
+}

@@ -88,6 +88,14 @@ type Config struct {
 	// stay). Load benchmarks raise it, GUARD_RATE_LIMIT_SCALE=1000, so
 	// that the load measures the service rather than its limits.
 	RateLimitScale float64 `json:"rate_limit_scale"`
+	// PrivateWebhookTargets lets webhook endpoints of live environments
+	// reach loopback, private, link-local and reserved addresses. Off by
+	// default: an owner's URL must not reach what only the service can
+	// (a cloud metadata endpoint, an internal database, the service's own
+	// ports), checked on the address each delivery connects to. Turn it
+	// on for a deployment whose receivers sit on its private network.
+	// Practice endpoints may always reach them (local receivers, tests).
+	PrivateWebhookTargets bool `json:"private_webhook_targets"`
 	// SMTPAddr is host:port of the mail server that sends approval
 	// notices to e-mail channels; empty means no e-mail channels.
 	SMTPAddr string `json:"smtp_addr"`

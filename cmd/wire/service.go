@@ -113,13 +113,13 @@ func Open(cfg Config, opts Options) (*Service, error) {
 		store.Close()
 		return nil, err
 	}
-	svc.hooks = webhook.NewSender(webhook.Options{})
+	svc.hooks = webhook.NewSender(webhook.Options{PrivateLiveTargets: cfg.PrivateWebhookTargets})
 	svc.sys, err = actors.New(actors.Config{
 		Store: store, Clock: opts.Clock, Signer: keyringSigner{svc.keys}, Logger: log,
 		PracticeRail: rail.NewSimulated(rail.SimulatedOptions{Latency: cfg.SimulatedLatency}),
 		ConsoleURL:   cfg.ConsoleURL, IdleTimeout: cfg.IdleTimeout, SettleTimeout: cfg.SettleTimeout,
 		PracticePool: pool, LoosenDelay: cfg.LoosenDelay, Messenger: messenger,
-		WebhookSender: svc.hooks,
+		WebhookSender: svc.hooks, PrivateWebhookTargets: cfg.PrivateWebhookTargets,
 	})
 	if err != nil {
 		store.Close()

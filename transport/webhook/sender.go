@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"time"
 
 	"github.com/agentpay/guard/actors"
+	"github.com/agentpay/guard/internal/egress"
 )
 
 // Timeout is how long an endpoint has to answer (spec 6.3).
@@ -25,12 +27,18 @@ type Options struct {
 	Timeout time.Duration
 	// UserAgent is sent with every delivery.
 	UserAgent string
+	// PrivateLiveTargets lets live deliveries connect to loopback,
+	// private and other non-public addresses. Without it a live delivery
+	// connects only to public ones (egress.Dialer), whatever its host
+	// name resolves to; practice deliveries go anywhere (local receivers,
+	// tests).
+	PrivateLiveTargets bool
 }
 
 // Sender sends deliveries over HTTP.
 type Sender struct {
-	client    *http.Client
-	transport *http.Transport
+	client    *http.Client // practice deliveries
+	live      *http.Client // live deliveries
 	userAgent string
 }
 
@@ -44,14 +52,28 @@ func NewSender(o Options) *Sender {
 	if o.UserAgent == "" {
 		o.UserAgent = "guard-webhooks/" + actors.APIVersion
 	}
+	s := &Sender{userAgent: o.UserAgent, client: newClient(o.Timeout, nil)}
+	s.live = s.client
+	if !o.PrivateLiveTargets {
+		s.live = newClient(o.Timeout, egress.Dialer(o.Timeout))
+	}
+	return s
+}
+
+// newClient is the client of deliveries, dialling with d (nil: the
+// default dialer).
+func newClient(timeout time.Duration, d *net.Dialer) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 4
-	return &Sender{transport: tr, userAgent: o.UserAgent, client: &http.Client{
+	if d != nil {
+		tr.DialContext = d.DialContext
+	}
+	return &http.Client{
 		Transport: tr,
-		Timeout:   o.Timeout,
+		Timeout:   timeout,
 		// A redirect is not a delivery: the endpoint must answer 2xx itself.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}}
+	}
 }
 
 // Send makes one attempt.
@@ -63,8 +85,16 @@ func (s *Sender) Send(ctx context.Context, r actors.WebhookRequest) actors.Webho
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", s.userAgent)
 	req.Header.Set(Header, SignatureHeader(r.Timestamp.Unix(), r.Body, r.Secrets...))
-	resp, err := s.client.Do(req)
+	client := s.client
+	if r.Livemode {
+		client = s.live
+	}
+	resp, err := client.Do(req)
 	if err != nil {
+		var refused *egress.RefusedError
+		if errors.As(err, &refused) {
+			return actors.WebhookResult{Err: refused.Error()}
+		}
 		var ue interface{ Timeout() bool }
 		if errors.As(err, &ue) && ue.Timeout() {
 			return actors.WebhookResult{Err: "no answer within the time limit"}
@@ -77,4 +107,7 @@ func (s *Sender) Send(ctx context.Context, r actors.WebhookRequest) actors.Webho
 }
 
 // Close drops idle connections.
-func (s *Sender) Close() { s.transport.CloseIdleConnections() }
+func (s *Sender) Close() {
+	s.client.CloseIdleConnections()
+	s.live.CloseIdleConnections()
+}

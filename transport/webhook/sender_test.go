@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,5 +88,43 @@ func TestSenderUnreachable(t *testing.T) {
 	defer s.Close()
 	if res := s.Send(context.Background(), actors.WebhookRequest{URL: url, Body: []byte(`{}`), Secrets: []string{"whsec_x"}}); res.OK() || res.Err == "" {
 		t.Fatalf("a closed port gave %+v", res)
+	}
+}
+
+// A live delivery connects only to public addresses: a receiver on
+// loopback is refused before any byte is sent, with an error that says
+// why. Practice deliveries reach it, and so do live ones when the
+// operator allows private targets.
+func TestLiveDeliveriesGoOnlyToPublicAddresses(t *testing.T) {
+	hits := make(chan struct{}, 8)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits <- struct{}{}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	send := func(s *webhook.Sender, live bool) actors.WebhookResult {
+		return s.Send(context.Background(), actors.WebhookRequest{URL: srv.URL + "/hook", Body: []byte(`{}`),
+			Secrets: []string{"whsec_x"}, Timestamp: time.Now(), Livemode: live})
+	}
+	guarded := webhook.NewSender(webhook.Options{})
+	defer guarded.Close()
+	if res := send(guarded, true); res.OK() || !strings.Contains(res.Err, "not public") {
+		t.Fatalf("live delivery to loopback: %+v, want a refusal naming the address as not public", res)
+	}
+	select {
+	case <-hits:
+		t.Fatal("the refused live delivery reached the receiver")
+	default:
+	}
+	if res := send(guarded, false); res.Status != http.StatusNoContent {
+		t.Fatalf("practice delivery to loopback: %+v, want 204", res)
+	}
+	open := webhook.NewSender(webhook.Options{PrivateLiveTargets: true})
+	defer open.Close()
+	if res := send(open, true); res.Status != http.StatusNoContent {
+		t.Fatalf("live delivery with private targets allowed: %+v, want 204", res)
+	}
+	if len(hits) != 2 {
+		t.Fatalf("%d deliveries reached the receiver, want 2", len(hits))
 	}
 }
