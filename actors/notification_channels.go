@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/agentpay/guard/internal/egress"
 )
 
 // Notification channel types.
@@ -183,6 +185,13 @@ func (s *System) CreateNotificationChannel(ctx context.Context, p Principal, typ
 	target, verr := validateChannel(typ, target)
 	if verr != nil {
 		return NotificationChannelView{}, verr
+	}
+	if typ == ChannelChat && p.Livemode && !s.cfg.PrivateWebhookTargets {
+		if u, err := url.Parse(target); err == nil && !egress.PublicHost(u.Hostname()) {
+			return NotificationChannelView{}, &Error{Code: CodeParameterInvalid, Param: "target", Message: fmt.Sprintf(
+				"target host %s is not a public address (loopback, private, link-local or reserved); a live chat channel posts only to public addresses. Use the chat's public https webhook URL (an operator can allow private targets with private_webhook_targets).",
+				clipText(u.Hostname(), 60))}
+		}
 	}
 	if m := s.cfg.Messenger; m == nil || !m.Supports(typ) {
 		return NotificationChannelView{}, &Error{Code: CodeParameterInvalid, Param: "type",

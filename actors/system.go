@@ -69,8 +69,9 @@ type Config struct {
 	NotifyTimeout time.Duration
 	// WebhookSender sends webhook deliveries; nil keeps them queued.
 	WebhookSender WebhookSender
-	// PrivateWebhookTargets lets live webhook endpoints name loopback,
-	// private and other non-public hosts (see CheckWebhookURL).
+	// PrivateWebhookTargets lets live webhook endpoints and chat channels
+	// name loopback, private and other non-public hosts (see
+	// checkWebhookURL).
 	PrivateWebhookTargets bool
 }
 

@@ -226,6 +226,15 @@ func TestNotificationChannelValidation(t *testing.T) {
 	if ids := channelIDs(t, e.srv, owner); len(ids) != 5 {
 		t.Fatalf("%d channels, want 5", len(ids))
 	}
+	// A live chat channel posts only to public addresses.
+	for _, target := range []string{"http://127.0.0.1:8065/hooks/abc", "http://localhost/hooks/abc", "https://10.1.2.3/hooks/abc",
+		"https://169.254.169.254/hooks"} {
+		r := call(t, e.srv, http.MethodPost, channelsPath, e.owner.LiveKey, nil, `{"type":"chat","target":"`+target+`"}`)
+		if msg := wantError(t, r, 400, "invalid_request_error", "parameter_invalid", "target")["message"].(string); !strings.Contains(msg, "public") {
+			t.Errorf("live chat channel %s: %q, want it to say the host is not public", target, msg)
+		}
+	}
+	addChannel(t, e.srv, e.owner.LiveKey, "chat", "https://chat.example.com/hooks/abc")
 }
 
 // Without a mail server e-mail channels are refused with a message saying

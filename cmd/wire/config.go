@@ -88,8 +88,9 @@ type Config struct {
 	// stay). Load benchmarks raise it, GUARD_RATE_LIMIT_SCALE=1000, so
 	// that the load measures the service rather than its limits.
 	RateLimitScale float64 `json:"rate_limit_scale"`
-	// PrivateWebhookTargets lets webhook endpoints of live environments
-	// reach loopback, private, link-local and reserved addresses. Off by
+	// PrivateWebhookTargets lets webhook endpoints and chat channels of
+	// live environments reach loopback, private, link-local and reserved
+	// addresses. Off by
 	// default: an owner's URL must not reach what only the service can
 	// (a cloud metadata endpoint, an internal database, the service's own
 	// ports), checked on the address each delivery connects to. Turn it

@@ -144,7 +144,7 @@ func Open(cfg Config, opts Options) (*Service, error) {
 // newMessenger builds the sender of approval notices: chat always, e-mail
 // when the operator configured a mail server.
 func newMessenger(cfg Config, opts Options, links *approvallink.Signer) (*notify.Sender, error) {
-	nc := notify.Config{Links: links, Now: time.Now}
+	nc := notify.Config{Links: links, Now: time.Now, PrivateLiveTargets: cfg.PrivateWebhookTargets}
 	if opts.Clock != nil {
 		nc.Now = opts.Clock.Now
 	}

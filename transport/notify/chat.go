@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/agentpay/guard/actors"
+	"github.com/agentpay/guard/internal/egress"
 )
 
 // ChatTimeout bounds one webhook POST: a chat answers its webhooks at
@@ -21,11 +23,16 @@ const ChatTimeout = 5 * time.Second
 
 // newChatClient is the webhook client: no redirects (a webhook that
 // redirects is misconfigured, and following it would send the message
-// somewhere the owner did not name), no kept-alive connections.
-func newChatClient() *http.Client {
+// somewhere the owner did not name), no kept-alive connections. It dials
+// with d, or the default dialer when d is nil.
+func newChatClient(d *net.Dialer) *http.Client {
+	tr := &http.Transport{Proxy: http.ProxyFromEnvironment, DisableKeepAlives: true, TLSHandshakeTimeout: ChatTimeout}
+	if d != nil {
+		tr.DialContext = d.DialContext
+	}
 	return &http.Client{
 		Timeout:   ChatTimeout,
-		Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, DisableKeepAlives: true, TLSHandshakeTimeout: ChatTimeout},
+		Transport: tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},
@@ -47,7 +54,7 @@ func chatBody(m message) []byte {
 // postChat sends one webhook message; a 2xx answer is delivered. A 4xx
 // other than 408 and 429 is permanent (the webhook was removed or never
 // existed), and so is a redirect.
-func (s *Sender) postChat(ctx context.Context, ch actors.NotificationChannel, body []byte) error {
+func (s *Sender) postChat(ctx context.Context, client *http.Client, ch actors.NotificationChannel, body []byte) error {
 	name := ch.View().Target // never the secret part of the URL
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ch.Target, bytes.NewReader(body))
 	if err != nil {
@@ -55,8 +62,13 @@ func (s *Sender) postChat(ctx context.Context, ch actors.NotificationChannel, bo
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "agentpay-guard/"+actors.APIVersion)
-	resp, err := s.chat.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
+		var refused *egress.RefusedError
+		if errors.As(err, &refused) {
+			// Retrying cannot help until the name resolves elsewhere.
+			return &actors.PermanentError{Err: fmt.Errorf("chat webhook %s: %w", name, refused)}
+		}
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err // its text holds the whole URL

@@ -33,19 +33,47 @@ var now = time.Date(2026, 10, 1, 12, 0, 0, 0, time.UTC)
 
 func newSender(t *testing.T, smtpCfg *notify.SMTPConfig) *notify.Sender {
 	t.Helper()
+	// The test servers are on loopback, which live notices reach only
+	// when private targets are allowed (TestLiveChatGoesOnlyToPublicAddresses).
+	return newSenderOf(t, notify.Config{SMTP: smtpCfg, PrivateLiveTargets: true})
+}
+
+// newSenderOf builds a sender of cfg with fresh link keys and the test's
+// clock.
+func newSenderOf(t *testing.T, cfg notify.Config) *notify.Sender {
+	t.Helper()
 	key, err := approvallink.NewKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	links, err := approvallink.New(key)
-	if err != nil {
+	if cfg.Links, err = approvallink.New(key); err != nil {
 		t.Fatal(err)
 	}
-	s, err := notify.New(notify.Config{Links: links, SMTP: smtpCfg, Now: func() time.Time { return now }})
+	cfg.Now = func() time.Time { return now }
+	s, err := notify.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// A live chat message connects only to public addresses unless the
+// operator allows private targets; a practice one goes to a local relay.
+func TestLiveChatGoesOnlyToPublicAddresses(t *testing.T) {
+	chat := guardtest.StartChatServer(t, nil)
+	s := newSenderOf(t, notify.Config{})
+	live := notice("chat", chat.URL)
+	_, err := deliver(t, s, live)
+	var perm *actors.PermanentError
+	if err == nil || !errors.As(err, &perm) || !strings.Contains(err.Error(), "not public") || strings.Contains(err.Error(), "webhook-secret-token") {
+		t.Fatalf("live chat to loopback: %v, want a permanent refusal naming the address as not public (and no secret)", err)
+	}
+	practice := live
+	practice.Livemode = false
+	if _, err := deliver(t, s, practice); err != nil {
+		t.Fatalf("practice chat to loopback: %v", err)
+	}
+	chat.Next(t, 5*time.Second)
 }
 
 func notice(typ, target string) actors.ApprovalNotice {

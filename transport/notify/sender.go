@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentpay/guard/actors"
+	"github.com/agentpay/guard/internal/egress"
 	"github.com/agentpay/guard/transport/approvallink"
 )
 
@@ -19,6 +20,10 @@ type Config struct {
 	SMTP *SMTPConfig
 	// Now is the time written in the Date header; time.Now when nil.
 	Now func() time.Time
+	// PrivateLiveTargets lets chat messages of live environments connect
+	// to loopback, private and other non-public addresses; without it
+	// they connect only to public ones (egress.Dialer).
+	PrivateLiveTargets bool
 }
 
 // Sender delivers approval notices by e-mail and chat webhook.
@@ -27,7 +32,8 @@ type Sender struct {
 	smtp  *SMTPConfig
 	from  *mail.Address
 	now   func() time.Time
-	chat  *http.Client
+	chat  *http.Client // practice channels
+	live  *http.Client // live channels
 }
 
 var _ actors.Messenger = (*Sender)(nil)
@@ -37,7 +43,11 @@ func New(cfg Config) (*Sender, error) {
 	if cfg.Links == nil {
 		return nil, fmt.Errorf("notify: Config.Links is required")
 	}
-	s := &Sender{links: cfg.Links, now: cfg.Now, chat: newChatClient()}
+	s := &Sender{links: cfg.Links, now: cfg.Now, chat: newChatClient(nil)}
+	s.live = s.chat
+	if !cfg.PrivateLiveTargets {
+		s.live = newChatClient(egress.Dialer(ChatTimeout))
+	}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -81,7 +91,11 @@ func (s *Sender) Deliver(ctx context.Context, n actors.ApprovalNotice) (string, 
 		msg := mailMessage(m, s.from, n.Channel.Target, s.now().UTC(), messageID(n, claims.LinkID, s.from))
 		return claims.LinkID, s.sendMail(ctx, n.Channel.Target, msg)
 	case actors.ChannelChat:
-		return claims.LinkID, s.postChat(ctx, n.Channel, chatBody(m))
+		client := s.chat
+		if n.Livemode {
+			client = s.live
+		}
+		return claims.LinkID, s.postChat(ctx, client, n.Channel, chatBody(m))
 	}
 	return "", &actors.PermanentError{Err: fmt.Errorf("unknown channel type %q", n.Channel.Type)}
 }
