@@ -41,8 +41,11 @@ type agentActor struct {
 	waiting map[string]chan SpendResult
 	// dispatched spends are with a settlement worker; they cannot be cancelled.
 	dispatched map[string]bool
-	recentBuys map[string]recentPurchase
-	buyOrder   []boughtAt // recentBuys in the order noted, for expiry
+	// cancelsAfterSend are cancels of dispatched spends still reading
+	// approved: each is answered once the rail has (see cancel).
+	cancelsAfterSend map[string][]*cancelSpend
+	recentBuys       map[string]recentPurchase
+	buyOrder         []boughtAt // recentBuys in the order noted, for expiry
 	// lastTicket is the newest change this actor appended.
 	lastTicket *persistence.Ticket
 	// metaTicket is the newest change to the agent's record, its policy
@@ -139,6 +142,12 @@ func (a *agentActor) Receive(ctx actor.Context) {
 		for id, ch := range a.waiting {
 			ch <- SpendResult{Err: ErrUnavailable}
 			delete(a.waiting, id)
+		}
+		for id, ms := range a.cancelsAfterSend {
+			for _, m := range ms {
+				m.reply <- SpendResult{Err: ErrUnavailable}
+			}
+			delete(a.cancelsAfterSend, id)
 		}
 		a.refuseHeld(ErrUnavailable)
 		return

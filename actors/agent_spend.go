@@ -403,12 +403,14 @@ func (a *agentActor) applyRail(ctx actor.Context, m *railResult) {
 		return
 	}
 	if sp == nil {
+		a.answerCancelsAfterSend(m.spendID)
 		return
 	}
 	now := a.now()
 	o := m.outcome
 	if o.Status == policy.RailUnknown && sp.Status == policy.StatusProcessing {
 		a.verifyLater(sp) // still unknown: nothing changed, nothing to record
+		a.answerCancelsAfterSend(m.spendID)
 		return
 	}
 	c := &change{spends: []string{sp.ID}}
@@ -441,6 +443,17 @@ func (a *agentActor) applyRail(ctx actor.Context, m *railResult) {
 	}
 	a.publishView()
 	a.answerWaiting(sp, body, t)
+	a.answerCancelsAfterSend(sp.ID)
+}
+
+// answerCancelsAfterSend answers the cancels that waited for the rail's
+// answer about spendID, from the state it has now.
+func (a *agentActor) answerCancelsAfterSend(spendID string) {
+	ms := a.cancelsAfterSend[spendID]
+	delete(a.cancelsAfterSend, spendID)
+	for _, m := range ms {
+		a.cancel(m)
+	}
 }
 
 func (a *agentActor) answerWaiting(sp *policy.Spend, body []byte, t *persistence.Ticket) {
@@ -519,6 +532,19 @@ func (a *agentActor) cancel(m *cancelSpend) {
 	sp := a.active[m.spendID]
 	if sp == nil {
 		a.cancelInactive(m)
+		return
+	}
+	if sp.Status == policy.StatusApproved && a.dispatched[sp.ID] {
+		// The payment is on its way to the vendor and still reads
+		// approved, which promises it can be cancelled. Whether it was
+		// paid is the rail's answer: the cancel waits for it (at most the
+		// settle timeout) and then answers from the state the spend has,
+		// settled, failed or processing, never "too late" for a spend
+		// that reads approved.
+		if a.cancelsAfterSend == nil {
+			a.cancelsAfterSend = map[string][]*cancelSpend{}
+		}
+		a.cancelsAfterSend[sp.ID] = append(a.cancelsAfterSend[sp.ID], m)
 		return
 	}
 	if sp.Status == policy.StatusProcessing || a.dispatched[sp.ID] {

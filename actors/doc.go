@@ -56,6 +56,10 @@
 //
 // # Caveats
 //
-// The approved state is dispatched to the rail at once, so cancelling an
-// approved spend answers cancel_too_late: the payment is already on its way.
+// The approved state is dispatched to the rail at once, and reads approved
+// until the rail answers (journaling processing before every call would
+// cost each payment a commit and an event). A cancel in that window waits
+// for the rail's answer and answers from the outcome: cancel_too_late once
+// settled or processing, state_conflict once failed. No spend that reads
+// approved is answered cancel_too_late.
 package actors

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentpay/guard/cmd/wire"
+	"github.com/agentpay/guard/internal/guardtest"
 	"github.com/agentpay/guard/transport"
 )
 
@@ -900,5 +902,38 @@ func TestBalance(t *testing.T) {
 	check("lifetime cap next month", b, "lifetime_remaining")
 	if got := dec(t, obj(t, b, "components")["lifetime_remaining"]); got.Cmp(sub(dec(t, "21.00"), paidLife)) != 0 {
 		t.Errorf("lifetime_remaining %v, want 21.00 - %s", got.FloatString(6), paidLife.FloatString(6))
+	}
+}
+
+// A cancel that arrives while the payment is with the vendor, and still
+// reads approved, waits for the vendor's answer and answers from the
+// state the spend then has: never "too late" beside a spend that reads
+// approved (spec 3: approved can be cancelled; processing cannot).
+func TestCancelDuringTheSendAnswersFromTheOutcome(t *testing.T) {
+	e := start(t, guardtest.WithConfig(func(c *wire.Config) { c.SimulatedLatency = 700 * time.Millisecond }))
+	s := e.srv
+	done := make(chan guardtest.Response, 1)
+	go func() {
+		r, _ := s.Send(http.MethodPost, "/v1/spends", e.agentKey, map[string]string{"Idempotency-Key": newKey()},
+			spendBody("1.00", "api.vendor.com", "/slow"))
+		done <- r
+	}()
+	var id string
+	for deadline := time.Now().Add(5 * time.Second); id == "" && time.Now().Before(deadline); {
+		if ids, _ := listIDs(t, s, e.agentKey, "/v1/spends?status=approved"); len(ids) == 1 {
+			id = ids[0]
+		}
+	}
+	if id == "" {
+		t.Fatal("the spend never read approved while it was being sent")
+	}
+	c := call(t, s, http.MethodPost, "/v1/spends/"+id+"/cancel", e.agentKey, nil, nil)
+	wantError(t, c, http.StatusConflict, "invalid_request_error", "cancel_too_late", "")
+	// The answer came after the vendor's: the spend reads settled now.
+	if g := getSpend(t, s, e.agentKey, id, ""); g.Body["status"] != "settled" {
+		t.Fatalf("right after the cancel's 409 the spend reads %v, want settled", g.Body["status"])
+	}
+	if r := <-done; r.Status != http.StatusCreated || r.Body["status"] != "settled" {
+		t.Fatalf("the payment: %d %s", r.Status, r.Raw)
 	}
 }
