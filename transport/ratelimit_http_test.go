@@ -241,6 +241,10 @@ func TestDailyLimitSurvivesRestart(t *testing.T) {
 		mustStatus(t, r, http.StatusCreated)
 		sent++
 	}
+	// Six live keys made today (10 a day): NewAgent's, and five more.
+	if n := makeKeys(t, first, owner.LiveKey, 5); n != 5 {
+		t.Fatalf("made %d keys before the restart, want 5", n)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	if err := first.Service().Shutdown(ctx); err != nil {
@@ -271,6 +275,38 @@ func TestDailyLimitSurvivesRestart(t *testing.T) {
 	if wantMax := 50 + int(elapsed/(432*time.Second)) + 1; after < 50 || after > wantMax {
 		t.Errorf("%d spends after the restart before the daily limit refused (%v after the first), want 50 to %d", after, elapsed, wantMax)
 	}
+	// The keys made before the restart count too: 4 more, not 10. The
+	// keys the owner was created with are not counted.
+	if n := makeKeys(t, second, owner.LiveKey, 20); n != 4 {
+		t.Errorf("%d keys made after the restart before the daily limit refused, want 4", n)
+	}
+}
+
+// makeKeys makes up to n keys on new agents of the owner, three per agent,
+// and returns how many it made before a 429 of the daily key limit.
+func makeKeys(t *testing.T, s *guardtest.Server, ownerKey string, n int) int {
+	t.Helper()
+	made := 0
+	for made < n {
+		r := call(t, s, http.MethodPost, "/v1/agents", ownerKey, nil, `{"name":"keys"}`)
+		mustStatus(t, r, http.StatusCreated)
+		agent := r.Body["id"].(string)
+		for range 3 {
+			if made == n {
+				break
+			}
+			r = call(t, s, http.MethodPost, "/v1/agents/"+agent+"/keys", ownerKey, nil, nil)
+			if r.Status == http.StatusTooManyRequests {
+				if msg, _ := errorOf(t, r)["message"].(string); !strings.Contains(msg, "keys created or rotated") {
+					t.Fatalf("429 of another limit: %s", msg)
+				}
+				return made
+			}
+			mustStatus(t, r, http.StatusCreated)
+			made++
+		}
+	}
+	return made
 }
 
 // TestRateLimitCheckPracticeAndLive: the simulation endpoint allows 60 a

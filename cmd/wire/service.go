@@ -157,9 +157,10 @@ func newMessenger(cfg Config, opts Options, links *approvallink.Signer) (*notify
 
 // newLimiter builds the rate limiter of cfg, or nil when limits are off.
 // An injected clock drives the limiter too, so a test that advances a
-// fake clock refills the buckets. The daily limit of payments starts each
-// agent's allowance from the spends it made in the journal: buckets live
-// in memory, and a restart must not hand back a day's payments.
+// fake clock refills the buckets. The daily limits start each subject's
+// allowance from the journal (an agent's spends, an owner's new keys):
+// buckets live in memory, and a restart must not hand back a day's
+// allowance.
 func newLimiter(cfg Config, clock actors.Clock, sys *actors.System) *ratelimit.Limiter {
 	if !cfg.RateLimits {
 		return nil
@@ -169,9 +170,12 @@ func newLimiter(cfg Config, clock actors.Clock, sys *actors.System) *ratelimit.L
 		c = clock
 	}
 	l := ratelimit.New(ratelimit.DefaultTable().Scaled(cfg.RateLimitScale), c)
-	l.Recall(func(_ ratelimit.Name, _ bool, agentID string, within time.Duration) ([]time.Duration, error) {
-		return sys.SpendAges(agentID, within)
-	}, ratelimit.SpendsDaily)
+	l.Recall(func(name ratelimit.Name, livemode bool, subject string, within time.Duration) ([]time.Duration, error) {
+		if name == ratelimit.KeyChanges {
+			return sys.KeyChangeAges(subject, livemode, within)
+		}
+		return sys.SpendAges(subject, within)
+	}, ratelimit.SpendsDaily, ratelimit.KeyChanges)
 	return l
 }
 

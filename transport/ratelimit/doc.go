@@ -45,8 +45,8 @@
 // Buckets live in memory. So that a restart does not hand back a day's
 // allowance, a limit may be given a History (Recall): a bucket the limiter
 // has not seen starts from the uses the history finds, not full. The
-// server gives one to the daily limit of payments, read from the spends
-// each agent made.
+// server gives one to both daily limits: payments, read from the spends
+// each agent made, and key changes, from the keys each owner was given.
 //
 // # Disabled limits
 //
