@@ -245,8 +245,16 @@ func (s *System) PublishPolicy(ctx context.Context, p Principal, agentID string,
 // and is renumbered after it, keeping its id and its effective_at (or is
 // cancelled, if the edit does not apply to it). Built on the waiting
 // version alone, the block would wait the loosening's hour; published
-// alone, the waiting version would undo it when it came due.
+// alone, the waiting version would undo it when it came due. A version
+// that applies at once without such a split supersedes the waiting ones:
+// they are cancelled.
 func (a *agentActor) publish(m *publishPolicy) {
+	if a.agent.Status == AgentArchived {
+		// Like its other changes: an archived agent's rules are its last.
+		m.reply <- publishReply{err: &Error{Code: CodeConflict,
+			Message: "The agent is archived; its rules and destinations can no longer change."}}
+		return
+	}
 	now := a.now()
 	hist, err := a.policyHistory(now)
 	if err != nil {
@@ -306,6 +314,16 @@ func (a *agentActor) publish(m *publishPolicy) {
 		// The same change (same id and time) under its new number: a
 		// receiver keeps the newest event of an id.
 		c.event(a.env, a.id, "policy.change_requested", waitingChange(&moved), audienceOwner, now)
+	}
+	if !loosens && rebase == nil {
+		// Published at once, and built on the newest version, yet not a
+		// loosening: it undoes what the waiting versions loosen (a full
+		// body sent while a loosening waited). They would never apply
+		// behind a newer version in effect; they are cancelled, each with
+		// its policy.change_cancelled, so the owner is told.
+		for _, w := range hist.pending {
+			a.cancelVersion(c, w, now)
+		}
 	}
 	if d := m.dest; d != nil {
 		typ := "destination.removed"

@@ -20,8 +20,9 @@ const (
 type Decision struct {
 	ApprovalID string
 	Decision   string // DecisionApprove or DecisionReject
-	// ItemsHash, when set, must equal the approval's: a link signed for
-	// one purchase cannot decide another.
+	// ItemsHash must equal the approval's: a decision names the purchase
+	// it decides, so a link signed for one purchase, or a console page
+	// shown for it, cannot decide another. Missing is refused like wrong.
 	ItemsHash string
 	Channel   string // "console", "email", "chat"
 	Reference string // session or link id, for the audit trail
@@ -81,7 +82,12 @@ func (a *agentActor) decide(m *decideApproval) {
 		m.reply <- SpendResult{Err: a.whyNotPending(d.ApprovalID)}
 		return
 	}
-	if d.ItemsHash != "" && d.ItemsHash != sp.Approval.ItemsHash {
+	if d.ItemsHash == "" {
+		m.reply <- SpendResult{Err: &Error{Code: CodeInvalidRequest, Param: "items_hash",
+			Message: "A decision must name the purchase it decides (items_hash, as the approval shows it); nothing was decided."}}
+		return
+	}
+	if d.ItemsHash != sp.Approval.ItemsHash {
 		m.reply <- SpendResult{Err: &Error{Code: CodeConflict,
 			Message: "The purchase changed since this approval was requested; decide on the current request."}}
 		return
@@ -102,10 +108,14 @@ func (a *agentActor) decide(m *decideApproval) {
 	a.env.mu.Lock()
 	verdict := d.Decision
 	reason := policy.ReasonOwnerRejected
+	var rule *policy.RuleDetail
 	if verdict == DecisionApprove {
-		if why, changed := a.rulesNowDecline(sp, now); changed != "" {
-			verdict, reason = DecisionReject, why
+		if why, changed, r := a.rulesNowDecline(sp, now); changed != "" {
+			verdict, reason, rule = DecisionReject, why, r
 			sp.Message = changed
+			// The rules that declined it are the ones it reports
+			// (spec 2.1: policy_version is the version applied).
+			sp.PolicyVersion, sp.PolicyHash = a.policy.Version, a.policy.Hash
 		}
 	}
 	status := "approved"
@@ -125,6 +135,7 @@ func (a *agentActor) decide(m *decideApproval) {
 		a.ledger.Release(sp.ID, now)
 		a.env.state.Held = a.env.state.Held.Sub(sp.Amount)
 		sp.Decline(reason, policy.GateApproval, msg, now)
+		sp.Rule = rule
 		c.del(bActive, join(a.id, sp.ID))
 	}
 	c.event(a.env, a.id, sp.Status.EventType(), spendRef(sp), audienceBoth, now)
@@ -146,7 +157,8 @@ func (a *agentActor) decide(m *decideApproval) {
 
 // rulesNowDecline re-runs the rules for a spend about to be approved: if
 // the rules in effect now would decline it, it must not be paid. It
-// returns the decline reason and the spend's message, or "" when the
+// returns the decline reason, the spend's message and the detail of the
+// rule that declined (nil for an expiry), or "" when the
 // payment may go.
 //
 // Rules that expired while the payment waited decline it (policy_expired)
@@ -156,13 +168,13 @@ func (a *agentActor) decide(m *decideApproval) {
 // on asking (max_pending, unknown_destination_limit) do not apply: the
 // owner is answering a question already asked, and approving shortens the
 // queue. Caller holds the environment lock.
-func (a *agentActor) rulesNowDecline(sp *policy.Spend, now time.Time) (reason, message string) {
+func (a *agentActor) rulesNowDecline(sp *policy.Spend, now time.Time) (reason, message string, rule *policy.RuleDetail) {
 	if vu := a.policy.ValidUntil; vu != nil && !now.Before(*vu) {
 		return policy.ReasonPolicyExpired, fmt.Sprintf("The owner's rules expired at %s while the payment waited; nothing was paid.",
-			vu.UTC().Format(time.RFC3339))
+			vu.UTC().Format(time.RFC3339)), nil
 	}
 	if sp.PolicyVersion == a.policy.Version {
-		return "", ""
+		return "", "", nil
 	}
 	l := a.ledger.Clone()
 	l.Release(sp.ID, now)
@@ -171,10 +183,10 @@ func (a *agentActor) rulesNowDecline(sp *policy.Spend, now time.Time) (reason, m
 	d := policy.Decide(&a.policy, &l, pool, a.subject(),
 		policy.Request{Amount: sp.Amount, Destination: sp.Destination, Resource: sp.Resource}, now)
 	if d.Outcome != policy.StatusDeclined || d.Reason == policy.ReasonMaxPending || d.Reason == policy.ReasonUnknownDestinationLimit {
-		return "", ""
+		return "", "", nil
 	}
 	return policy.ReasonPolicyChanged, fmt.Sprintf("The owner's rules changed (version %d to %d) while the payment waited, and they now decline it (%s); nothing was paid.",
-		sp.PolicyVersion, a.policy.Version, d.Reason)
+		sp.PolicyVersion, a.policy.Version, d.Reason), d.Rule
 }
 
 // whyNotPending explains why an approval cannot take a decision.

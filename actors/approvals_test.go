@@ -66,6 +66,22 @@ func (f *approvalFixture) decide(sp policy.Spend, decision string) (policy.Spend
 	return out, err
 }
 
+// approveUnder publishes edit, then approves sp, which the new rules must
+// decline with policy_changed. It returns the declined spend and the
+// version published.
+func (f *approvalFixture) approveUnder(t *testing.T, sp policy.Spend, edit actors.PolicyEdit) (policy.Spend, policy.Policy) {
+	t.Helper()
+	pol, err := f.h.sys.PublishPolicy(context.Background(), f.owner, f.agent.AgentID, edit, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.decide(sp, actors.DecisionApprove)
+	if err != nil || got.Status != policy.StatusDeclined || *got.DeclineReason != policy.ReasonPolicyChanged {
+		t.Fatalf("approve under changed rules: %v %s %v", err, got.Status, got.DeclineReason)
+	}
+	return got, pol
+}
+
 func (f *approvalFixture) read(t *testing.T, id string) policy.Spend {
 	t.Helper()
 	quiesce(t, f.h)
@@ -281,17 +297,10 @@ func TestApprovalUnderChangedRulesIsDeclined(t *testing.T) {
 	f := newApprovalFixture(t)
 	sp := f.pending(t)
 	blocked := []string{"*.example.org"}
-	_, err := f.h.sys.PublishPolicy(context.Background(), f.owner, f.agent.AgentID, func(r policy.Rules) (policy.Rules, *actors.Error) {
+	got, _ := f.approveUnder(t, sp, func(r policy.Rules) (policy.Rules, *actors.Error) {
 		r.BlockedDestinations, _ = parsePatterns(blocked)
 		return r, nil
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := f.decide(sp, actors.DecisionApprove)
-	if err != nil || got.Status != policy.StatusDeclined || *got.DeclineReason != policy.ReasonPolicyChanged {
-		t.Fatalf("approve under changed rules: %v %s %v", err, got.Status, got.DeclineReason)
-	}
+	})
 	if done := f.read(t, sp.ID); done.Status != policy.StatusDeclined || done.Settlement != nil {
 		t.Fatalf("the spend was paid after all: %+v", done.Status)
 	}
@@ -380,5 +389,25 @@ func TestArchivingClosesApprovals(t *testing.T) {
 	_ = json.Unmarshal(body, &got)
 	if got.Status != policy.StatusCancelled || got.Approval == nil || got.Approval.Status != "cancelled" {
 		t.Fatalf("after archiving: spend %s, approval %+v", got.Status, got.Approval)
+	}
+}
+
+// A decline at approval under newer rules reports the rules that declined
+// it: their version, and the detail of the amount rule (spec 2.1, 2.4).
+func TestPolicyChangedDeclineReportsTheNewRules(t *testing.T) {
+	f := newApprovalFixture(t)
+	sp := f.pending(t) // 2.00
+	got, pol := f.approveUnder(t, sp, func(r policy.Rules) (policy.Rules, *actors.Error) {
+		r.PerSpendLimit = policy.MustAmount("1.00")
+		return r, nil
+	})
+	if got.PolicyVersion != pol.Version || got.PolicyVersion == sp.PolicyVersion {
+		t.Errorf("policy_version %d, want the version that declined it, %d (was %d)", got.PolicyVersion, pol.Version, sp.PolicyVersion)
+	}
+	if r := got.Rule; r == nil || r.Name != policy.ReasonPerSpendLimit || r.Limit != "1.00" || r.Requested != "2.00" {
+		t.Errorf("rule %+v, want the per_spend_limit detail (limit 1.00, requested 2.00)", got.Rule)
+	}
+	if done := f.read(t, sp.ID); done.PolicyVersion != pol.Version || done.Rule == nil {
+		t.Errorf("the stored spend: version %d, rule %+v", done.PolicyVersion, done.Rule)
 	}
 }

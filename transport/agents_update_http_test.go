@@ -64,6 +64,16 @@ func TestRenameAgent(t *testing.T) {
 	wantError(t, call(t, e.srv, http.MethodPost, "/v1/agents/"+e.agentID, e.agentKey, nil, `{"name":"x"}`), 403, "permission_error", "key_kind_not_allowed", "")
 	mustStatus(t, call(t, e.srv, http.MethodPost, "/v1/agents/"+e.agentID+"/archive", e.owner.TestKey, nil, nil), http.StatusOK)
 	wantError(t, call(t, e.srv, http.MethodPost, "/v1/agents/"+e.agentID, e.owner.TestKey, nil, `{"name":"x"}`), 409, "invalid_request_error", "state_conflict", "")
+	// Nor can its rules or destinations change, and no event says they did.
+	wantError(t, call(t, e.srv, http.MethodPost, "/v1/agents/"+e.agentID+"/policy", e.owner.TestKey, nil, `{"per_spend_limit":"1.00"}`),
+		409, "invalid_request_error", "state_conflict", "")
+	wantError(t, call(t, e.srv, http.MethodPost, "/v1/agents/"+e.agentID+"/destinations", e.owner.TestKey, nil,
+		`{"list":"blocked","pattern":"a.example.com"}`), 409, "invalid_request_error", "state_conflict", "")
+	for _, typ := range []string{"policy.updated", "policy.change_requested", "destination.added"} {
+		if ids, _ := listIDs(t, e.srv, e.owner.TestKey, "/v1/events?type="+typ); len(ids) != 0 {
+			t.Errorf("%d %s events after the archive's refusals", len(ids), typ)
+		}
+	}
 }
 
 // The emergency pause pauses every active agent of the key's environment

@@ -136,16 +136,31 @@ func parseTime(s string) (time.Time, error) {
 }
 
 // writeList writes the list envelope around stored objects.
-func writeList(c *call, url string, page actors.Page) {
+func writeList(c *call, url string, page actors.Page) { writeListOf(c, url, page, nil) }
+
+// writeSpendList is writeList for spends: each item is a whole Spend of
+// spec 2.1, with the idempotent_replay and request_id a GET of it shows.
+func writeSpendList(c *call, url string, page actors.Page) {
+	tail := append([]byte(`,"idempotent_replay":false,"request_id":`), fastjson.AppendString(nil, c.reqID)...)
+	writeListOf(c, url, page, append(tail, '}'))
+}
+
+// writeListOf writes a page; a non-nil itemTail closes each item in place
+// of its final brace.
+func writeListOf(c *call, url string, page actors.Page, itemTail []byte) {
 	n := 64
 	for _, it := range page.Items {
-		n += len(it) + 1
+		n += len(it) + 1 + len(itemTail)
 	}
 	b := make([]byte, 0, n)
 	b = append(b, `{"object":"list","data":[`...)
 	for i, it := range page.Items {
 		if i > 0 {
 			b = append(b, ',')
+		}
+		if itemTail != nil && len(it) > 2 && it[len(it)-1] == '}' {
+			b = append(append(b, it[:len(it)-1]...), itemTail...)
+			continue
 		}
 		b = append(b, it...)
 	}
@@ -186,7 +201,7 @@ func (s *Server) listSpends(c *call) *apiError {
 	if aerr != nil {
 		return fromActors(aerr)
 	}
-	writeList(c, "/v1/spends", page)
+	writeSpendList(c, "/v1/spends", page)
 	return nil
 }
 

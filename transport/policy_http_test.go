@@ -176,3 +176,38 @@ func TestACancelledLooseningStaysCancelled(t *testing.T) {
 		t.Errorf("the block: %s", got)
 	}
 }
+
+// A full policy body that does not loosen the rules in effect, sent while
+// a loosening waits, replaces it: the waiting change is cancelled with its
+// event (not left waiting for ever behind a newer version), and cancelling
+// it again says so.
+func TestAFullBodySupersedesAWaitingLoosening(t *testing.T) {
+	clock := guardtest.NewFakeClock(epoch)
+	e := start(t, guardtest.WithClock(clock))
+	path := "/v1/agents/" + e.agentID + "/policy"
+	body := func(perSpend, daily string) string {
+		return `{"per_spend_limit":"` + perSpend + `","daily_cap":"` + daily + `","monthly_cap":"500.00",` +
+			`"approval_over":"100.00","trusted_destinations":["api.vendor.com","*.shop.io"]}`
+	}
+	loose := call(t, e.srv, http.MethodPost, path, e.owner.TestKey, nil, body("150.00", "400.00"))
+	mustStatus(t, loose, http.StatusOK)
+	if ids, _ := listIDs(t, e.srv, e.owner.TestKey, "/v1/events?type=policy.change_requested"); len(ids) != 1 {
+		t.Fatalf("the loosening does not wait: %s", loose.Raw)
+	}
+	full := call(t, e.srv, http.MethodPost, path, e.owner.TestKey, nil, body("100.00", "300.00"))
+	mustStatus(t, full, http.StatusOK)
+	ids, _ := listIDs(t, e.srv, e.owner.TestKey, "/v1/events?type=policy.change_cancelled")
+	if len(ids) != 1 {
+		t.Fatalf("%d policy.change_cancelled events, want 1 for the superseded loosening", len(ids))
+	}
+	again := call(t, e.srv, http.MethodPost, "/v1/policy_changes/"+loose.Body["id"].(string)+"/cancel", e.owner.TestKey, nil, nil)
+	if again.Status != http.StatusOK || again.Body["status"] != "cancelled" {
+		t.Fatalf("cancelling the superseded loosening: %d %s", again.Status, again.Raw)
+	}
+	clock.Advance(2 * time.Hour)
+	quiesce(t, e.srv)
+	got := call(t, e.srv, http.MethodGet, path, e.owner.TestKey, nil, nil)
+	if got.Body["per_spend_limit"] != "100.00" || got.Body["daily_cap"] != "300.00" || got.Body["version"] != full.Body["version"] {
+		t.Fatalf("after the loosening's time: %s", got.Raw)
+	}
+}

@@ -173,6 +173,16 @@ func doneText(code string) string {
 	}[code]
 }
 
+// decisionText is the notice after a decision on it: an approval the rules
+// in effect overruled (they changed or expired while the payment waited)
+// must not read "goes ahead", since nothing was paid (spec 1.7).
+func decisionText(dec string, it approvalItem) string {
+	if dec == actors.DecisionApprove && it.Status == policy.StatusDeclined {
+		return "You approved, but the agent's rules changed or expired while the payment waited, and the rules in effect now decline it. Nothing was paid and the allowance was released."
+	}
+	return doneText(dec)
+}
+
 type approvalData struct {
 	Item approvalItem
 	// Confirm is "approve" or "reject" on the confirmation step.
@@ -203,7 +213,7 @@ func (c *Console) approvalPage(r *request) error {
 		return err
 	}
 	d := approvalData{Item: it, Pending: it.Status == policy.StatusPendingApproval, CSRF: r.sess.CSRF,
-		Done: doneText(query(r, "done"))}
+		Done: decisionText(query(r, "done"), it)}
 	if dec := query(r, "decision"); d.Pending && (dec == actors.DecisionApprove || dec == actors.DecisionReject) {
 		d.Confirm = dec
 	}
@@ -369,7 +379,7 @@ func (c *Console) decide(r *request) error {
 		if err != nil {
 			return err
 		}
-		c.render(r, 200, "approval", "Approval "+it.ShortCode, l.env, approvalData{Item: it, Done: doneText(dec)})
+		c.render(r, 200, "approval", "Approval "+it.ShortCode, l.env, approvalData{Item: it, Done: decisionText(dec, it)})
 		return nil
 	}
 	if r.sess == nil {

@@ -36,9 +36,16 @@ func TestInboxApproveAndReject(t *testing.T) {
 		return c.post("/console/approvals/"+apr["id"].(string)+"/decide",
 			url.Values{"csrf": {token}, "decision": {decision}, "items_hash": {itemsHash}}, "")
 	}
-	// A decision for a purchase other than the one shown is refused.
+	// A decision for a purchase other than the one shown is refused, and
+	// so is one that names no purchase at all.
 	if p := decide(aprA, "approve", "sha256:00"); p.status != http.StatusConflict {
 		t.Fatalf("other items hash: %d", p.status)
+	}
+	if p := decide(aprA, "approve", ""); p.status != http.StatusBadRequest || !strings.Contains(p.body, "items_hash") {
+		t.Fatalf("no items hash: %d\n%s", p.status, p.body)
+	}
+	if r := srv.Do(t, http.MethodGet, "/v1/spends/"+a["id"].(string), agentKey, nil, nil); r.Body["status"] != "pending_approval" {
+		t.Fatalf("a refused decision changed the spend: %v", r.Body["status"])
 	}
 	if p := decide(aprA, "approve", aprA["items_hash"].(string)); p.status != http.StatusSeeOther || !strings.HasSuffix(p.location(), "?done=approve") {
 		t.Fatalf("approve: %d %q\n%s", p.status, p.location(), p.body)
@@ -273,5 +280,33 @@ func TestBadLinksAreRefused(t *testing.T) {
 	}
 	if st := f.status(t); st != "expired" {
 		t.Fatalf("spend is %v, want expired", st)
+	}
+}
+
+// An approval the rules in effect overrule (they were tightened while the
+// payment waited) must not tell the owner the payment goes ahead.
+func TestOverruledApprovalSaysNothingWasPaid(t *testing.T) {
+	srv := guardtest.Start(t)
+	o := newOwner(t, srv)
+	agentID, agentKey := srv.NewAgent(t, o.testKey, approvalPolicy)
+	a := spend(t, srv, agentKey, "2.00", "overruled")
+	apr := approvalOf(t, a)
+	if r := srv.Do(t, http.MethodPost, "/v1/agents/"+agentID+"/policy", o.testKey, nil,
+		`{"approval_over":"1.00","per_spend_limit":"1.50","trusted_destinations":["api.vendor.com"]}`); r.Status != http.StatusOK {
+		t.Fatalf("tightening: %d %s", r.Status, r.Raw)
+	}
+	c := newClient(t, srv)
+	token := c.mustSignIn(o)
+	p := c.post("/console/approvals/"+apr["id"].(string)+"/decide",
+		url.Values{"csrf": {token}, "decision": {"approve"}, "items_hash": {apr["items_hash"].(string)}}, "")
+	if p.status != http.StatusSeeOther {
+		t.Fatalf("approve: %d\n%s", p.status, p.body)
+	}
+	done := c.get(strings.TrimPrefix(p.location(), c.base))
+	if strings.Contains(done.body, "goes ahead") || !strings.Contains(done.body, "Nothing was paid") {
+		t.Fatalf("the notice after an overruled approval:\n%s", done.body)
+	}
+	if r := srv.Do(t, http.MethodGet, "/v1/spends/"+a["id"].(string), agentKey, nil, nil); r.Body["decline_reason"] != "policy_changed" {
+		t.Fatalf("the spend: %v %v", r.Body["status"], r.Body["decline_reason"])
 	}
 }
