@@ -548,7 +548,7 @@ func (a *agentActor) cancel(m *cancelSpend) {
 		return
 	}
 	if sp.Status == policy.StatusProcessing || a.dispatched[sp.ID] {
-		m.reply <- SpendResult{Err: &Error{Code: CodeCancelTooLate,
+		m.reply <- SpendResult{Ticket: a.latest[sp.ID].ticket, Err: &Error{Code: CodeCancelTooLate,
 			Message: "The payment was already sent to the vendor and cannot be cancelled; poll it until it settles or fails."}}
 		return
 	}
@@ -593,9 +593,9 @@ func (a *agentActor) cancelInactive(m *cancelSpend) {
 	case policy.StatusCancelled:
 		m.reply <- SpendResult{Body: body, Ticket: t, Status: sp.Status}
 	case policy.StatusSettled:
-		m.reply <- SpendResult{Err: &Error{Code: CodeCancelTooLate, Message: "The payment already settled and cannot be cancelled."}}
+		m.reply <- SpendResult{Ticket: t, Err: &Error{Code: CodeCancelTooLate, Message: "The payment already settled and cannot be cancelled."}}
 	default:
-		m.reply <- SpendResult{Err: &Error{Code: CodeConflict,
+		m.reply <- SpendResult{Ticket: t, Err: &Error{Code: CodeConflict,
 			Message: "Only a payment that is pending_approval or approved can be cancelled; this one is " + string(sp.Status) + "."}}
 	}
 }

@@ -48,6 +48,12 @@ func (s *System) CancelSpend(ctx context.Context, p Principal, spendID string) (
 		return SpendResult{}, err
 	}
 	if r.Err != nil {
+		// A refusal that reports a state ("already settled") waits until
+		// that state is durable, like any answer about money: the agent
+		// must not hear of a settlement a crash could still undo.
+		if werr := WaitDurable(ctx, r); werr != nil {
+			return r, werr
+		}
 		return r, r.Err
 	}
 	return r, WaitDurable(ctx, r)

@@ -218,11 +218,20 @@ func (in RulesInput) Validate(base Rules) (Rules, *FieldError) {
 			r.ValidUntil = &t
 		}
 	}
+	// A cap out of order is reported on the field the request set: the
+	// one that needs fixing (lowering monthly_cap alone names monthly_cap,
+	// not the daily_cap the request never touched).
 	if r.DailyCap.Cmp(r.MonthlyCap) > 0 {
-		return Rules{}, &FieldError{"daily_cap", "must not be above monthly_cap"}
+		if in.DailyCap == nil && in.MonthlyCap != nil {
+			return Rules{}, &FieldError{"monthly_cap", "must not be below daily_cap (" + r.DailyCap.Display() + ")"}
+		}
+		return Rules{}, &FieldError{"daily_cap", "must not be above monthly_cap (" + r.MonthlyCap.Display() + ")"}
 	}
 	if r.LifetimeCap != nil && r.MonthlyCap.Cmp(*r.LifetimeCap) > 0 {
-		return Rules{}, &FieldError{"monthly_cap", "must not be above lifetime_cap"}
+		if in.LifetimeCap.Set {
+			return Rules{}, &FieldError{"lifetime_cap", "must not be below monthly_cap (" + r.MonthlyCap.Display() + ")"}
+		}
+		return Rules{}, &FieldError{"monthly_cap", "must not be above lifetime_cap (" + r.LifetimeCap.Display() + ")"}
 	}
 	return r, nil
 }

@@ -213,10 +213,15 @@ func TestValidateRejectsEachField(t *testing.T) {
 		{"valid_until a date only", nil, RulesInput{ValidUntil: inSet("2026-12-31")}, "valid_until", regexp.MustCompile(`RFC 3339`)},
 		{"valid_until in words", nil, RulesInput{ValidUntil: inSet("tomorrow")}, "valid_until", regexp.MustCompile(`RFC 3339`)},
 		{"daily_cap above monthly_cap", nil, RulesInput{DailyCap: inStr("600.00")}, "daily_cap", regexp.MustCompile(`monthly_cap`)},
-		{"daily_cap above a lowered monthly_cap", nil, RulesInput{MonthlyCap: inStr("40")}, "daily_cap", regexp.MustCompile(`monthly_cap`)},
+		// The field the request set is the one named.
+		{"monthly_cap lowered below daily_cap", nil, RulesInput{MonthlyCap: inStr("40")}, "monthly_cap", regexp.MustCompile(`below daily_cap \(50\.00\)`)},
+		{"both set, daily_cap above monthly_cap", nil, RulesInput{DailyCap: inStr("60"), MonthlyCap: inStr("40")}, "daily_cap", regexp.MustCompile(`above monthly_cap \(40\.00\)`)},
 		{"daily_cap above the base monthly_cap", func(r *Rules) { r.MonthlyCap = amt("100.00") }, RulesInput{DailyCap: inStr("100.01")},
 			"daily_cap", regexp.MustCompile(`monthly_cap`)},
-		{"monthly_cap above lifetime_cap", nil, RulesInput{LifetimeCap: inSet("499.99")}, "monthly_cap", regexp.MustCompile(`lifetime_cap`)},
+		{"lifetime_cap set below monthly_cap", nil, RulesInput{LifetimeCap: inSet("499.99")}, "lifetime_cap", regexp.MustCompile(`below monthly_cap \(500\.00\)`)},
+		{"lifetime_cap 0", nil, RulesInput{LifetimeCap: inSet("0")}, "lifetime_cap", regexp.MustCompile(`below monthly_cap`)},
+		{"monthly_cap raised above lifetime_cap", func(r *Rules) { r.LifetimeCap = amtPtr("600.00") }, RulesInput{MonthlyCap: inStr("700")},
+			"monthly_cap", regexp.MustCompile(`above lifetime_cap \(600\.00\)`)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
