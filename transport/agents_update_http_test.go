@@ -217,3 +217,30 @@ func TestArchivedAgentsQuota(t *testing.T) {
 		t.Errorf("GET /v1/agents lists %d agents, want 20 archived and 5 others", n)
 	}
 }
+
+// The actions without parameters take no body or an empty object, as
+// clients that always send a JSON body do; a field is refused, named.
+func TestActionsTakeAnEmptyObject(t *testing.T) {
+	e := start(t)
+	agent := "/v1/agents/" + e.agentID
+	for _, path := range []string{agent + "/pause", agent + "/resume"} {
+		mustStatus(t, call(t, e.srv, http.MethodPost, path, e.owner.TestKey, nil, `{}`), http.StatusOK)
+	}
+	wantError(t, call(t, e.srv, http.MethodPost, agent+"/pause", e.owner.TestKey, nil, `{"reason":"x"}`),
+		400, "invalid_request_error", "parameter_unknown", "reason")
+	if r := call(t, e.srv, http.MethodGet, agent, e.owner.TestKey, nil, nil); r.Body["status"] != "active" {
+		t.Fatalf("a refused pause paused the agent: %v", r.Body["status"])
+	}
+	_, key := e.srv.NewAgent(t, e.owner.TestKey, "")
+	keys := call(t, e.srv, http.MethodGet, "/v1/keys", e.owner.TestKey, nil, nil)
+	var keyID string
+	for _, k := range keys.Body["data"].([]any) {
+		if km := k.(map[string]any); km["last4"] == key[len(key)-4:] {
+			keyID = km["id"].(string)
+		}
+	}
+	if keyID == "" {
+		t.Fatal("the new key is not listed")
+	}
+	mustStatus(t, call(t, e.srv, http.MethodPost, "/v1/keys/"+keyID+"/revoke", e.owner.TestKey, nil, `{}`), http.StatusOK)
+}

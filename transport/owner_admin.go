@@ -26,8 +26,8 @@ func (s *Server) listAgents(c *call) *apiError {
 func (s *Server) agentAction(action string) handler {
 	return func(c *call) *apiError {
 		id, _ := c.ctx.UserValue("id").(string)
-		if len(c.ctx.PostBody()) > 0 {
-			return badParam(codeParameterInvalid, "", "This operation takes no body; send an empty request.")
+		if err := optionalEmptyBody(c); err != nil {
+			return err
 		}
 		ctx, cancel := requestContext(10 * time.Second)
 		defer cancel()
@@ -57,8 +57,8 @@ func (s *Server) listKeys(c *call) *apiError {
 
 func (s *Server) revokeKey(c *call) *apiError {
 	id, _ := c.ctx.UserValue("id").(string)
-	if len(c.ctx.PostBody()) > 0 {
-		return badParam(codeParameterInvalid, "", "This operation takes no body; send an empty request.")
+	if err := optionalEmptyBody(c); err != nil {
+		return err
 	}
 	ctx, cancel := requestContext(10 * time.Second)
 	defer cancel()
@@ -72,8 +72,8 @@ func (s *Server) revokeKey(c *call) *apiError {
 
 func (s *Server) cancelPolicyChange(c *call) *apiError {
 	id, _ := c.ctx.UserValue("id").(string)
-	if len(c.ctx.PostBody()) > 0 {
-		return badParam(codeParameterInvalid, "", "This operation takes no body; send an empty request.")
+	if err := optionalEmptyBody(c); err != nil {
+		return err
 	}
 	ctx, cancel := requestContext(10 * time.Second)
 	defer cancel()

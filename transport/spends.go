@@ -275,8 +275,8 @@ func (s *Server) getSpend(c *call) *apiError {
 
 func (s *Server) cancelSpend(c *call) *apiError {
 	id, _ := c.ctx.UserValue("id").(string)
-	if len(c.ctx.PostBody()) > 0 {
-		return badParam(codeParameterInvalid, "", "Cancel takes no body; send an empty request.")
+	if err := optionalEmptyBody(c); err != nil {
+		return err
 	}
 	ctx, cancel := requestContext(spendTimeout)
 	defer cancel()

@@ -443,10 +443,14 @@ func TestCancel(t *testing.T) {
 		t.Errorf("GET after cancel: %s", g.Raw)
 	}
 
-	// Cancel takes no body.
+	// Cancel takes no body, or an empty object; a field is refused, named.
 	other := created(t, s, e.agentKey, spendBody("4.00", "new.vendor.io", "/v1/other"))
 	r := call(t, s, http.MethodPost, "/v1/spends/"+other["id"].(string)+"/cancel", e.agentKey, nil, `{"reason":"x"}`)
-	wantError(t, r, http.StatusBadRequest, "invalid_request_error", "parameter_invalid", "")
+	wantError(t, r, http.StatusBadRequest, "invalid_request_error", "parameter_unknown", "reason")
+	r = call(t, s, http.MethodPost, "/v1/spends/"+other["id"].(string)+"/cancel", e.agentKey, nil, `{}`)
+	if r.Status != http.StatusOK || r.Body["status"] != "cancelled" {
+		t.Fatalf("cancel with {}: %d %s", r.Status, r.Raw)
+	}
 	// A settled payment is too late to cancel.
 	settled := created(t, s, e.agentKey, spendBody("1.00", "api.vendor.com", "/v1/data"))
 	r = call(t, s, http.MethodPost, "/v1/spends/"+settled["id"].(string)+"/cancel", e.agentKey, nil, nil)

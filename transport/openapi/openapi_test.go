@@ -621,7 +621,7 @@ func TestServerMatchesDocument(t *testing.T) {
 	h.want(h.do("POST", cancelPath(processing.str("id")), agent, nil, ""), 409, "cancel_too_late")
 	h.want(h.do("POST", cancelPath(sid), agent, nil, ""), 409, "cancel_too_late")
 	h.want(h.do("POST", cancelPath(declinedCap.str("id")), agent, nil, ""), 409, "state_conflict")
-	h.want(h.do("POST", cancelPath(pending.str("id")), agent, nil, `{"reason":"changed my mind"}`), 400, "parameter_invalid")
+	h.want(h.do("POST", cancelPath(pending.str("id")), agent, nil, `{"reason":"changed my mind"}`), 400, "parameter_unknown")
 	h.want(h.do("POST", cancelPath("spd_00000000000000000000000000000000"), agent, nil, ""), 404, "resource_missing")
 	h.want(h.do("POST", cancelPath(pending.str("id")), owner, nil, ""), 403, "key_kind_not_allowed")
 	h.want(h.do("POST", cancelPath(pending.str("id")), agent, nil, `{"x":"`+strings.Repeat("a", 17<<10)+`"}`), 413, "body_too_large")
