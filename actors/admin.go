@@ -231,6 +231,11 @@ func (s *System) PublishPolicy(ctx context.Context, p Principal, agentID string,
 	return r.policy, nil
 }
 
+// sameTime reports whether two optional instants are the same.
+func sameTime(a, b *time.Time) bool {
+	return a == nil && b == nil || a != nil && b != nil && a.Equal(*b)
+}
+
 // publish runs in the agent actor, so versions are numbered in order.
 //
 // An edit builds on the newest version that is not cancelled: a second
@@ -264,6 +269,14 @@ func (a *agentActor) publish(m *publishPolicy) {
 	rules, aerr := m.edit(hist.base.Rules)
 	if aerr != nil {
 		m.reply <- publishReply{err: aerr}
+		return
+	}
+	if vu := rules.ValidUntil; vu != nil && !vu.After(now) && !sameTime(vu, hist.base.ValidUntil) {
+		// Rules that end before they start stop every payment at once,
+		// without a word; a wrong year is the likely cause.
+		m.reply <- publishReply{err: &Error{Code: CodeParameterInvalid, Param: "valid_until", Message: fmt.Sprintf(
+			"valid_until must be in the future (the agent's clock reads %s); to stop the agent's payments now, pause it.",
+			now.UTC().Format(time.RFC3339))}}
 		return
 	}
 	loosens := policy.Loosens(a.policy.Rules, rules)

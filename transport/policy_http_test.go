@@ -3,6 +3,7 @@ package transport_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -210,4 +211,27 @@ func TestAFullBodySupersedesAWaitingLoosening(t *testing.T) {
 	if got.Body["per_spend_limit"] != "100.00" || got.Body["daily_cap"] != "300.00" || got.Body["version"] != full.Body["version"] {
 		t.Fatalf("after the loosening's time: %s", got.Raw)
 	}
+}
+
+// Rules that would end before they start are refused: a valid_until in the
+// past would stop every payment at once, without a word.
+func TestValidUntilInThePastIsRefused(t *testing.T) {
+	clock := guardtest.NewFakeClock(epoch)
+	e := start(t, guardtest.WithClock(clock))
+	path := "/v1/agents/" + e.agentID + "/policy"
+	before := call(t, e.srv, http.MethodGet, path, e.owner.TestKey, nil, nil)
+	r := call(t, e.srv, http.MethodPost, path, e.owner.TestKey, nil, `{"valid_until":"2020-01-01T00:00:00Z"}`)
+	if msg := wantError(t, r, 400, "invalid_request_error", "parameter_invalid", "valid_until")["message"].(string); !strings.Contains(msg, "pause") {
+		t.Errorf("the message does not say how to stop the agent now: %q", msg)
+	}
+	if after := call(t, e.srv, http.MethodGet, path, e.owner.TestKey, nil, nil); after.Body["version"] != before.Body["version"] {
+		t.Fatalf("a refused publish made version %v", after.Body["version"])
+	}
+	future := epoch.Add(time.Hour).Format(time.RFC3339)
+	mustStatus(t, call(t, e.srv, http.MethodPost, path, e.owner.TestKey, nil, `{"valid_until":"`+future+`"}`), http.StatusOK)
+	// Once it has passed, other edits still publish: the request did not
+	// set it.
+	clock.Advance(2 * time.Hour)
+	quiesce(t, e.srv)
+	addDestination(t, e, "blocked", "junk.example.com")
 }
