@@ -225,8 +225,10 @@ func (s *System) PublishPolicy(ctx context.Context, p Principal, agentID string,
 	if r.err != nil {
 		return policy.Policy{}, r.err
 	}
-	if err := r.ticket.Wait(ctx); err != nil {
-		return policy.Policy{}, ErrUnavailable
+	if r.ticket != nil { // nil: nothing changed (see publish)
+		if err := r.ticket.Wait(ctx); err != nil {
+			return policy.Policy{}, ErrUnavailable
+		}
 	}
 	return r.policy, nil
 }
@@ -269,6 +271,15 @@ func (a *agentActor) publish(m *publishPolicy) {
 	rules, aerr := m.edit(hist.base.Rules)
 	if aerr != nil {
 		m.reply <- publishReply{err: aerr}
+		return
+	}
+	if m.dest != nil && rules.Hash() == hist.base.Rules.Hash() {
+		// The pattern is already on the list, in effect or waiting: the
+		// newest version is the answer. A copy of it under a new number
+		// would tell the owner, by event, of a change that is none.
+		pol := hist.base
+		pol.Paused = a.agent.Status == AgentPaused
+		m.reply <- publishReply{policy: pol}
 		return
 	}
 	if vu := rules.ValidUntil; vu != nil && !vu.After(now) && !sameTime(vu, hist.base.ValidUntil) {

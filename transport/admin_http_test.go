@@ -123,6 +123,7 @@ func TestRevokeKey(t *testing.T) {
 // Adding and removing a destination publishes a policy version and says so
 // with destination.added / destination.removed (canonical pattern). Adding
 // a trusted pattern loosens, so it waits; removing it tightens at once.
+// Adding a pattern already on the list publishes nothing.
 func TestDestinationEvents(t *testing.T) {
 	e := start(t)
 	r := call(t, e.srv, http.MethodPost, "/v1/agents/"+e.agentID+"/destinations", e.owner.TestKey, nil,
@@ -139,6 +140,19 @@ func TestDestinationEvents(t *testing.T) {
 	got := obj(t, obj(t, data[0].(map[string]any), "data"), "object")
 	if got["pattern"] != "*.new-vendor.com" || got["list"] != "trusted" {
 		t.Fatalf("destination.added carries %v", got)
+	}
+	// Adding it again, in another spelling, changes nothing: the same
+	// version answers and no event says otherwise.
+	again := call(t, e.srv, http.MethodPost, "/v1/agents/"+e.agentID+"/destinations", e.owner.TestKey, nil,
+		`{"pattern":"*.new-vendor.COM","list":"trusted"}`)
+	mustStatus(t, again, http.StatusOK)
+	if again.Body["id"] != r.Body["id"] || again.Body["version"] != r.Body["version"] {
+		t.Fatalf("re-adding a pattern answered version %v (%v), want %v (%v)", again.Body["version"], again.Body["id"], r.Body["version"], r.Body["id"])
+	}
+	for _, typ := range []string{"destination.added", "policy.change_requested"} {
+		if ids, _ := listIDs(t, e.srv, e.owner.TestKey, "/v1/events?type="+typ); len(ids) != 1 {
+			t.Fatalf("%d %s events after re-adding a pattern, want 1", len(ids), typ)
+		}
 	}
 	mustStatus(t, call(t, e.srv, http.MethodDelete, "/v1/agents/"+e.agentID+"/destinations/trusted/api.vendor.com", e.owner.TestKey, nil, nil), http.StatusOK)
 	if ids, _ := listIDs(t, e.srv, e.owner.TestKey, "/v1/events?type=destination.removed"); len(ids) != 1 {
