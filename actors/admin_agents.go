@@ -158,6 +158,17 @@ func (a *agentActor) changeAgent(m *agentAction) {
 				c.spends = append(c.spends, sp.ID)
 			}
 		}
+	case ActionResume:
+		// The pause no longer holds the waiting payments back: a
+		// pause_detail left on them would tell the agent it still does.
+		for _, sp := range a.active {
+			if sp.Status == policy.StatusPendingApproval && sp.PauseDetail != nil {
+				sp.PauseDetail = nil
+				sp.UpdatedAt = now
+				c.putRaw(bSpends, []byte(sp.ID), spendJSON(sp))
+				c.spends = append(c.spends, sp.ID)
+			}
+		}
 	case ActionArchive:
 		// Archiving revokes the agent's keys and ends what still waits.
 		for _, sp := range a.active {

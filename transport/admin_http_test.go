@@ -55,6 +55,10 @@ func TestPauseAndResumeAgent(t *testing.T) {
 	if msg, _ := balance(t, e.srv, e.agentKey)["message"].(string); !strings.Contains(msg, "can spend up to") {
 		t.Errorf("balance after resuming: message %q", msg)
 	}
+	// The waiting spend no longer says a pause holds it back.
+	if w := getSpend(t, e.srv, e.agentKey, waiting["id"].(string), ""); w.Body["status"] != "pending_approval" || w.Body["pause_detail"] != nil {
+		t.Fatalf("the waiting spend after the resume: %s", w.Raw)
+	}
 	if sp := created(t, e.srv, e.agentKey, spendBody("1.00", "api.vendor.com", "/r")); sp["status"] != "settled" {
 		t.Fatalf("after resuming: %v", sp["status"])
 	}
