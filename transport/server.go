@@ -462,6 +462,11 @@ var hdrAuthorization = []byte("Authorization")
 func (s *Server) authenticate(c *call) (actors.Principal, *apiError) {
 	// Read in place: the secret is hashed, never kept.
 	auth := c.ctx.Request.Header.PeekBytes(hdrAuthorization)
+	if n := len(c.ctx.Request.Header.PeekAll("Authorization")); n > 1 {
+		// A proxy and this service could each read a different one.
+		return actors.Principal{}, badParam(codeHeaderInvalid, "Authorization",
+			fmt.Sprintf("Send one Authorization header; this request has %d.", n))
+	}
 	// The scheme is case-insensitive (RFC 9110 11.1).
 	scheme, secret, ok := bytes.Cut(auth, []byte(" "))
 	if !ok || !bytes.EqualFold(scheme, []byte("Bearer")) || len(secret) > 200 {

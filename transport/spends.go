@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"fmt"
 	"net/url"
 	"slices"
 	"strings"
@@ -73,6 +74,10 @@ func idempotencyKey(c *call) (string, *apiError) {
 	if len(k) == 0 {
 		return "", badParam(codeIdemMissing, "Idempotency-Key",
 			"Send an Idempotency-Key header (1-255 printable ASCII characters, for example a UUID) so a retry cannot pay twice.")
+	}
+	if n := len(c.ctx.Request.Header.PeekAll("Idempotency-Key")); n > 1 {
+		return "", badParam(codeIdemInvalid, "Idempotency-Key",
+			fmt.Sprintf("Send one Idempotency-Key header; this request has %d, and a retry must name the same payment.", n))
 	}
 	if len(k) > maxIdempotencyKey {
 		return "", badParam(codeIdemInvalid, "Idempotency-Key", "The Idempotency-Key is longer than 255 characters; use a shorter one, such as a UUID.")

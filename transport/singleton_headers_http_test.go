@@ -1,0 +1,65 @@
+package transport_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Authorization and Idempotency-Key are single headers. Sent twice, a
+// proxy and the service could each act on a different one, so the request
+// is refused by name, and nothing is paid.
+func TestRepeatedSingleHeadersAreRefused(t *testing.T) {
+	e := start(t)
+	other := e.srv.NewOwner(t).TestKey
+	body := `{"amount":"1.00","destination":"api.vendor.com","resource":{"url":"https://api.vendor.com/twice"}}`
+	for name, tc := range map[string]struct {
+		raw, code, param string
+	}{
+		"two Authorization headers": {
+			raw: "GET /v1/me HTTP/1.1\r\nHost: guard\r\nAuthorization: Bearer " + e.agentKey +
+				"\r\nAuthorization: Bearer " + other + "\r\n\r\n",
+			code: "header_invalid", param: "Authorization",
+		},
+		"two Idempotency-Keys": {
+			raw: "POST /v1/spends HTTP/1.1\r\nHost: guard\r\nAuthorization: Bearer " + e.agentKey +
+				"\r\nIdempotency-Key: first\r\nIdempotency-Key: second\r\nContent-Type: application/json\r\nContent-Length: " +
+				strconv.Itoa(len(body)) + "\r\n\r\n" + body,
+			code: "idempotency_key_invalid", param: "Idempotency-Key",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", strings.TrimPrefix(e.srv.URL, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.WriteString(conn, tc.raw); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("no HTTP answer: %v", err)
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var got struct {
+				Error struct{ Code, Param, Message string }
+			}
+			if err := json.Unmarshal(raw, &got); err != nil || resp.StatusCode != http.StatusBadRequest ||
+				got.Error.Code != tc.code || got.Error.Param != tc.param || !strings.Contains(got.Error.Message, "Send one") {
+				t.Fatalf("status %d %s, want 400 %s naming %s", resp.StatusCode, raw, tc.code, tc.param)
+			}
+		})
+	}
+	if ids, _ := listIDs(t, e.srv, e.agentKey, "/v1/spends"); len(ids) != 0 {
+		t.Fatalf("%d spends after the refused requests, want none", len(ids))
+	}
+}
