@@ -28,21 +28,7 @@ func TestMalformedRequestIsNotEchoed(t *testing.T) {
 			"\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
 	} {
 		t.Run(name, func(t *testing.T) {
-			conn, err := net.Dial("tcp", strings.TrimPrefix(s.URL, "http://"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-			if _, err := io.WriteString(conn, raw); err != nil {
-				t.Fatal(err)
-			}
-			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-			if err != nil {
-				t.Fatalf("no HTTP answer: %v", err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			resp, body := rawExchange(t, s.URL, raw)
 			if resp.StatusCode != http.StatusBadRequest {
 				t.Fatalf("status %d, want 400: %s", resp.StatusCode, body)
 			}
@@ -64,4 +50,26 @@ func TestMalformedRequestIsNotEchoed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rawExchange sends raw, written by hand, on a connection of its own, and
+// reads the one answer: for requests an HTTP client would refuse to send.
+func rawExchange(t *testing.T, base, raw string) (*http.Response, []byte) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, raw); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no HTTP answer: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, body
 }

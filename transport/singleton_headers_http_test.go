@@ -1,15 +1,11 @@
 package transport_test
 
 import (
-	"bufio"
 	"encoding/json"
-	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 // Authorization and Idempotency-Key are single headers. Sent twice, a
@@ -35,21 +31,7 @@ func TestRepeatedSingleHeadersAreRefused(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			conn, err := net.Dial("tcp", strings.TrimPrefix(e.srv.URL, "http://"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-			if _, err := io.WriteString(conn, tc.raw); err != nil {
-				t.Fatal(err)
-			}
-			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-			if err != nil {
-				t.Fatalf("no HTTP answer: %v", err)
-			}
-			raw, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			resp, raw := rawExchange(t, e.srv.URL, tc.raw)
 			var got struct {
 				Error struct{ Code, Param, Message string }
 			}
