@@ -156,14 +156,7 @@ func (s *System) CreateAgentKey(ctx context.Context, p Principal, agentID string
 		return CreatedKey{}, &Error{Code: CodeConflict, Message: "The agent is archived; it cannot get new keys."}
 	}
 	now := s.nowFor(p.OwnerID, p.Env())
-	active := 0
-	err = s.store.Scan(bKeys, nil, nil, false, func(_, v []byte) bool {
-		var k APIKey
-		if jsonUnmarshal(v, &k) == nil && k.AgentID == agentID && k.RevokedAt == nil && now.Before(k.ExpiresAt) {
-			active++
-		}
-		return true
-	})
+	active, err := s.workingKeys(p.OwnerID, agentID, p.Livemode)
 	if err != nil {
 		return CreatedKey{}, ErrUnavailable
 	}

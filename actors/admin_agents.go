@@ -289,7 +289,8 @@ func (s *System) RevokeKey(ctx context.Context, p Principal, keyID string) (KeyV
 		return k.View(), nil
 	}
 	now := s.nowFor(p.OwnerID, p.Env())
-	k.RevokedAt = &now
+	revoked := s.keyNow(k.Kind, k.OwnerID, k.Livemode)
+	k.RevokedAt = &revoked
 	c := &change{}
 	env.mu.Lock()
 	c.put(bKeys, []byte(k.ID), k)

@@ -15,14 +15,15 @@ const (
 
 // RotateKey replaces one of the owner's keys: a new key of the same kind,
 // agent and environment, whose secret is returned once, while the old key
-// keeps working for graceHours (0 to 168; 0 ends it at once) and then gets
-// the 401 of any expired key. The old key's expires_at moves to the end of
-// the grace period when that is earlier, so the ordinary expiry check ends
-// it.
+// keeps working for graceHours (0 to 168; 0 ends it at once, and a grace
+// never outlives the key's own expiry) and then gets the 401 of any
+// expired key. The old key's expires_at moves to the end of the grace
+// period, so the ordinary expiry check ends it.
 //
 // The new key is not counted against the quota of keys per agent: during
 // the overlap an agent may hold one key more than the quota allows (and
-// cannot get another new key until the old one has ended). A revoked or
+// cannot get another new key until the old one has ended), but never two:
+// a rotation with a grace is refused while that many keys work. A revoked or
 // expired key cannot be rotated, nor a key already rotated (rotate its
 // successor instead). Emits api_key.created for the new key and
 // api_key.rotated for the old one, whose object carries
@@ -52,10 +53,11 @@ func (s *System) RotateKey(ctx context.Context, p Principal, keyID string, grace
 		return CreatedKey{}, notFound
 	}
 	now := s.nowFor(p.OwnerID, p.Env())
+	keyNow := s.keyNow(old.Kind, old.OwnerID, old.Livemode)
 	switch {
 	case old.RevokedAt != nil:
 		return CreatedKey{}, &Error{Code: CodeConflict, Message: fmt.Sprintf("Key %s is revoked; it cannot be rotated. Create a new key instead.", keyID)}
-	case !now.Before(old.ExpiresAt):
+	case !keyNow.Before(old.ExpiresAt):
 		return CreatedKey{}, &Error{Code: CodeConflict, Message: fmt.Sprintf("Key %s has expired; it cannot be rotated. Create a new key instead.", keyID)}
 	case old.GracePeriodEndsAt != nil:
 		return CreatedKey{}, &Error{Code: CodeConflict,
@@ -69,12 +71,29 @@ func (s *System) RotateKey(ctx context.Context, p Principal, keyID string, grace
 			return CreatedKey{}, &Error{Code: CodeConflict, Message: "The key's agent is archived; its keys cannot be rotated."}
 		}
 	}
-	nk, secret := newKey(old.Kind, old.OwnerID, old.AgentID, p.Env(), now)
-	ends := now.Add(time.Duration(graceHours) * time.Hour).UTC()
-	old.GracePeriodEndsAt = &ends
-	if ends.Before(old.ExpiresAt) {
-		old.ExpiresAt = ends
+	// During the overlap the old key and its successor both work, one key
+	// over the quota. A rotation while another overlap of the same quota
+	// runs would add a second: a chain of rotations would keep any number
+	// of secrets working.
+	quota, whose := MaxKeysPerAgent, "agent "+old.AgentID+"'s keys"
+	if old.Kind == KindOwner {
+		quota, whose = MaxOwnerKeys, "this environment's owner keys"
 	}
+	working, err := s.workingKeys(old.OwnerID, old.AgentID, old.Livemode)
+	if err != nil {
+		return CreatedKey{}, ErrUnavailable
+	}
+	if graceHours > 0 && working > quota {
+		return CreatedKey{}, &Error{Code: CodeQuotaExceeded, Message: fmt.Sprintf(
+			"%d of %s already work, the quota of %d and the one a rotation's overlap adds; rotate with grace_period_hours 0, revoke a rotated key, or wait until its grace ends.",
+			working, whose, quota)}
+	}
+	nk, secret := newKey(old.Kind, old.OwnerID, old.AgentID, p.Env(), keyNow)
+	// The grace cannot outlive the key: an end past its expiry would
+	// promise the owner days it does not get.
+	ends := minTime(keyNow.Add(time.Duration(graceHours)*time.Hour), old.ExpiresAt).UTC()
+	old.GracePeriodEndsAt = &ends
+	old.ExpiresAt = ends
 	c := &change{}
 	env.mu.Lock()
 	c.put(bKeys, []byte(nk.ID), nk)
@@ -107,16 +126,8 @@ func (s *System) CreateOwnerKey(ctx context.Context, p Principal) (CreatedKey, e
 	}
 	s.keyChangeMu.Lock()
 	defer s.keyChangeMu.Unlock()
-	now := s.nowFor(p.OwnerID, p.Env())
-	active := 0
-	err = s.store.Scan(bKeys, nil, nil, false, func(_, v []byte) bool {
-		var k APIKey
-		if jsonUnmarshal(v, &k) == nil && k.Kind == KindOwner && k.OwnerID == p.OwnerID && k.Livemode == p.Livemode &&
-			k.RevokedAt == nil && now.Before(k.ExpiresAt) {
-			active++
-		}
-		return true
-	})
+	now, keyNow := s.nowFor(p.OwnerID, p.Env()), s.keyNow(KindOwner, p.OwnerID, p.Livemode)
+	active, err := s.workingKeys(p.OwnerID, "", p.Livemode)
 	if err != nil {
 		return CreatedKey{}, ErrUnavailable
 	}
@@ -124,7 +135,7 @@ func (s *System) CreateOwnerKey(ctx context.Context, p Principal) (CreatedKey, e
 		return CreatedKey{}, &Error{Code: CodeQuotaExceeded,
 			Message: fmt.Sprintf("This environment already has %d active owner keys, the most allowed; revoke one first.", MaxOwnerKeys)}
 	}
-	k, secret := newKey(KindOwner, p.OwnerID, "", p.Env(), now)
+	k, secret := newKey(KindOwner, p.OwnerID, "", p.Env(), keyNow)
 	c := &change{}
 	env.mu.Lock()
 	c.put(bKeys, []byte(k.ID), k)
@@ -136,4 +147,32 @@ func (s *System) CreateOwnerKey(ctx context.Context, p Principal) (CreatedKey, e
 		return CreatedKey{}, ErrUnavailable
 	}
 	return CreatedKey{KeyView: k.View(), Secret: secret}, nil
+}
+
+// workingKeys counts the keys that would authenticate now, neither revoked
+// nor expired (a rotated key until its grace ends): one agent's, or, for
+// agentID "", the owner keys of the owner's environment.
+func (s *System) workingKeys(ownerID, agentID string, livemode bool) (int, error) {
+	kind := KindAgent
+	if agentID == "" {
+		kind = KindOwner
+	}
+	now := s.keyNow(kind, ownerID, livemode)
+	n := 0
+	err := s.store.Scan(bKeys, nil, nil, false, func(_, v []byte) bool {
+		var k APIKey
+		if jsonUnmarshal(v, &k) == nil && k.Kind == kind && k.OwnerID == ownerID && k.AgentID == agentID &&
+			k.Livemode == livemode && k.RevokedAt == nil && now.Before(k.ExpiresAt) {
+			n++
+		}
+		return true
+	})
+	return n, err
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }

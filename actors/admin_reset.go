@@ -32,8 +32,9 @@ import (
 //  2. Commit, in ONE journal record: the agents' records and index
 //     entries, their keys (and key digests) are deleted, the environment's
 //     state is replaced with a fresh one (whose event floor hides every
-//     older event at once), the owner keys' times are shifted with the
-//     practice clock, and a sweep marker names what is left to remove.
+//     older event at once), and a sweep marker names what is left to
+//     remove. Owner keys are not touched: they age with the service
+//     clock, never the practice clock (see keyNow).
 //     This record is the reset: before it nothing changed, after it the
 //     agents, their keys, spends (readable only through their agent),
 //     approvals, receipts and events are gone for every reader. It is
@@ -230,17 +231,14 @@ func (s *System) commitReset(ctx context.Context, e *envLedger, ownerID string, 
 	for _, id := range ids {
 		agents[id] = true
 	}
-	var agentKeys, ownerKeys []APIKey
+	var agentKeys []APIKey
 	err = s.store.Scan(bKeys, nil, nil, false, func(_, v []byte) bool {
 		var k APIKey
 		if json.Unmarshal(v, &k) != nil {
 			return true
 		}
-		switch {
-		case k.AgentID != "" && agents[k.AgentID]:
+		if k.AgentID != "" && agents[k.AgentID] {
 			agentKeys = append(agentKeys, k)
-		case k.Kind == KindOwner && k.OwnerID == ownerID && !k.Livemode:
-			ownerKeys = append(ownerKeys, k)
 		}
 		return true
 	})
@@ -278,20 +276,6 @@ func (s *System) commitReset(ctx context.Context, e *envLedger, ownerID string, 
 		c.del(bKeyDigests, []byte(k.Digest))
 		forget = append(forget, k.Digest)
 	}
-	// Owner keys age with the practice clock, which goes back by the
-	// offset: their times go back with it, so a key keeps the life it had
-	// left, and one that had ended (revoked, expired, past its rotation
-	// grace) stays ended.
-	if offset != 0 {
-		for _, k := range ownerKeys {
-			k.CreatedAt = k.CreatedAt.Add(-offset)
-			k.ExpiresAt = k.ExpiresAt.Add(-offset)
-			k.RevokedAt = shiftTime(k.RevokedAt, -offset)
-			k.GracePeriodEndsAt = shiftTime(k.GracePeriodEndsAt, -offset)
-			c.put(bKeys, []byte(k.ID), k)
-			forget = append(forget, k.Digest)
-		}
-	}
 	c.put(bMeta, []byte(resetMarkerPrefix+ownerID), marker)
 	old := e.state
 	pool := s.cfg.PracticePool
@@ -315,14 +299,6 @@ func (s *System) commitReset(ctx context.Context, e *envLedger, ownerID string, 
 		LastSequence: old.Sequence, ClockOffsetSeconds: int64(offset / time.Second),
 		Removed: ResetRemoved{Agents: len(ids), APIKeys: len(agentKeys)}}
 	return out, marker, forget, true, nil
-}
-
-func shiftTime(t *time.Time, d time.Duration) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.Add(d)
-	return &u
 }
 
 // sweepReset is step 3: it deletes what the committed reset left, in

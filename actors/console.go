@@ -102,6 +102,11 @@ func (s *System) ApprovalOwner(approvalID string) (ownerID string, env Env, err 
 // in practice, the service clock in live.
 func (s *System) EnvNow(p Principal) time.Time { return s.nowFor(p.OwnerID, p.Env()) }
 
+// KeyNow is the time the principal's keys of a kind age by (see keyNow).
+func (s *System) KeyNow(p Principal, kind string) time.Time {
+	return s.keyNow(kind, p.OwnerID, p.Livemode)
+}
+
 // PendingPolicy is the agent's published loosening that waits for its
 // effective_at, if any.
 func (s *System) PendingPolicy(p Principal, agentID string) (policy.Policy, bool, error) {

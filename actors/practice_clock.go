@@ -22,6 +22,19 @@ func (e *envLedger) now(c Clock) time.Time {
 	return c.Now().Add(time.Duration(e.offset.Load())).UTC()
 }
 
+// keyNow is the time a key ages by: its creation, expiry, revocation and
+// rotation grace are all read on it. A practice agent key ages with the
+// practice clock, so an owner can watch a rotation's grace end in
+// practice. An owner key never does: advancing the practice clock past its
+// life would lock the owner out of the very controls (reset among them)
+// that could undo the advance, and no other key could make a new one.
+func (s *System) keyNow(kind, ownerID string, livemode bool) time.Time {
+	if kind == KindOwner || livemode {
+		return s.clock.Now().UTC()
+	}
+	return s.nowFor(ownerID, EnvTest)
+}
+
 // nowFor is the time of an owner's environment.
 func (s *System) nowFor(ownerID string, env Env) time.Time {
 	if env == EnvLive {

@@ -35,8 +35,8 @@ func (s *System) SpendAges(agentID string, within time.Duration) ([]time.Duratio
 }
 
 // KeyChangeAges returns how long ago each key of the owner's environment
-// made within the last `within` was made (created or rotated in), by the
-// environment's clock. The owner keys the owner was created with (made in
+// made within the last `within` was made (created or rotated in), each on
+// the clock it ages by. The owner keys the owner was created with (made in
 // the same instant) are not counted: they were not asked for through the
 // API. Key ids begin with
 // their creation time, so this reads only the span asked for. A restarted
@@ -47,17 +47,25 @@ func (s *System) KeyChangeAges(ownerID string, livemode bool, within time.Durati
 	if err != nil || !found {
 		return nil, err
 	}
-	now := s.nowFor(ownerID, EnvOf(livemode))
+	// Each key is dated on the clock it was made by (keyNow): the service
+	// clock for owner keys, the practice clock for practice agent keys.
+	// The service clock is never ahead of the practice clock, so the
+	// span from it covers both.
+	agentNow, ownerNow := s.keyNow(KindAgent, ownerID, livemode), s.keyNow(KindOwner, ownerID, livemode)
 	var ages []time.Duration
 	var bad error
-	err = s.store.Scan(bKeys, []byte("key_"), []byte(idTimePrefix("key", now.Add(-within))), false, func(_, v []byte) bool {
+	err = s.store.Scan(bKeys, []byte("key_"), []byte(idTimePrefix("key", ownerNow.Add(-within))), false, func(_, v []byte) bool {
 		var k APIKey
 		if err := jsonUnmarshal(v, &k); err != nil {
 			bad = err
 			return false
 		}
 		initial := k.Kind == KindOwner && k.CreatedAt.Equal(o.CreatedAt)
-		if k.OwnerID == ownerID && k.Livemode == livemode && !initial {
+		now := agentNow
+		if k.Kind == KindOwner {
+			now = ownerNow
+		}
+		if k.OwnerID == ownerID && k.Livemode == livemode && !initial && now.Sub(k.CreatedAt) < within {
 			ages = append(ages, now.Sub(k.CreatedAt))
 		}
 		return true

@@ -230,3 +230,45 @@ func TestOwnerKeysQuota(t *testing.T) {
 		400, "invalid_request_error", "parameter_unknown", "scope")
 	wantError(t, call(t, e.srv, http.MethodPost, "/v1/owner_keys", e.agentKey, nil, nil), 403, "permission_error", "key_kind_not_allowed", "")
 }
+
+// A rotation's overlap lets one key more than the quota work, never two:
+// a chain of rotations, each of the key the last one made, would keep
+// every secret working. With that many keys working, a rotation with a
+// grace is refused and one without passes.
+func TestRotationChainStaysWithinOneOverQuota(t *testing.T) {
+	e := start(t)
+	secret := e.agentKey
+	for range 3 { // 1 key, then 2, 3 and 4 working
+		r := call(t, e.srv, http.MethodPost, "/v1/keys/"+keyIDOf(t, e.srv, secret)+"/rotate", e.owner.TestKey, nil, `{"grace_period_hours":168}`)
+		mustStatus(t, r, http.StatusCreated)
+		secret = r.Body["secret"].(string)
+	}
+	last := keyIDOf(t, e.srv, secret)
+	wantError(t, call(t, e.srv, http.MethodPost, "/v1/keys/"+last+"/rotate", e.owner.TestKey, nil, `{"grace_period_hours":1}`),
+		409, "invalid_request_error", "quota_exceeded", "")
+	wantError(t, call(t, e.srv, http.MethodPost, "/v1/agents/"+e.agentID+"/keys", e.owner.TestKey, nil, nil),
+		409, "invalid_request_error", "quota_exceeded", "")
+	r := call(t, e.srv, http.MethodPost, "/v1/keys/"+last+"/rotate", e.owner.TestKey, nil, `{"grace_period_hours":0}`)
+	mustStatus(t, r, http.StatusCreated)
+	wantError(t, call(t, e.srv, http.MethodGet, "/v1/me", secret, nil, nil), 401, "authentication_error", "invalid_api_key", "")
+	mustStatus(t, call(t, e.srv, http.MethodGet, "/v1/me", r.Body["secret"].(string), nil, nil), http.StatusOK)
+}
+
+// A grace never outlives the key: rotated a day before it expires, with a
+// week's grace, the key shows (and gets) the day it has left.
+func TestRotationGraceEndsWithTheKey(t *testing.T) {
+	e := start(t)
+	id := keyIDOf(t, e.srv, e.agentKey)
+	expires, _ := time.Parse(time.RFC3339, obj(t, call(t, e.srv, http.MethodGet, "/v1/me", e.agentKey, nil, nil).Body, "key")["expires_at"].(string))
+	e.srv.Clock.Advance(expires.Sub(epoch) - 24*time.Hour)
+	mustStatus(t, call(t, e.srv, http.MethodPost, "/v1/keys/"+id+"/rotate", e.owner.TestKey, nil, `{"grace_period_hours":168}`), http.StatusCreated)
+	rot := ownerEvents(t, e.srv, e.owner.TestKey, "api_key.rotated")
+	if len(rot) != 1 {
+		t.Fatalf("%d api_key.rotated events, want 1", len(rot))
+	}
+	ro := obj(t, obj(t, rot[0], "data"), "object")
+	if ends, _ := time.Parse(time.RFC3339, ro["grace_period_ends_at"].(string)); !ends.Equal(expires) || ro["expires_at"] != ro["grace_period_ends_at"] {
+		t.Fatalf("rotated a day before expiry with a week's grace: grace_period_ends_at %v, expires_at %v, want both %v",
+			ro["grace_period_ends_at"], ro["expires_at"], expires)
+	}
+}

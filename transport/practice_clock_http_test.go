@@ -76,6 +76,24 @@ func TestPracticeClockEndsRotationGrace(t *testing.T) {
 	mustStatus(t, call(t, e.srv, http.MethodGet, "/v1/me", r.Body["secret"].(string), nil, nil), http.StatusOK)
 }
 
+// The practice clock ages agent keys, never owner keys: an advance past an
+// owner key's life would lock the owner out of the controls, reset among
+// them, that could undo it, with no key left to make another.
+func TestPracticeClockNeverEndsOwnerKeys(t *testing.T) {
+	e := start(t)
+	advanceClock(t, e, 31622400) // a year: past every practice key's 90 days
+	wantError(t, call(t, e.srv, http.MethodGet, "/v1/me", e.agentKey, nil, nil), 401, "authentication_error", "invalid_api_key", "")
+	mustStatus(t, call(t, e.srv, http.MethodGet, "/v1/me", e.owner.TestKey, nil, nil), http.StatusOK)
+	// An owner key made now lives 90 days of the service clock.
+	k := call(t, e.srv, http.MethodPost, "/v1/owner_keys", e.owner.TestKey, nil, nil)
+	mustStatus(t, k, http.StatusCreated)
+	if want := e.srv.Clock.Now().Add(90 * 24 * time.Hour).UTC().Format(time.RFC3339); k.Body["expires_at"] != want {
+		t.Fatalf("an owner key made on an advanced practice clock expires at %v, want %s", k.Body["expires_at"], want)
+	}
+	mustStatus(t, call(t, e.srv, http.MethodPost, "/v1/test/reset", e.owner.TestKey, nil, nil), http.StatusOK)
+	mustStatus(t, call(t, e.srv, http.MethodGet, "/v1/me", k.Body["secret"].(string), nil, nil), http.StatusOK)
+}
+
 func TestPracticeClockInput(t *testing.T) {
 	e := start(t)
 	for _, body := range []string{`{}`, `{"seconds":0}`, `{"seconds":-5}`, `{"seconds":31622401}`, `{"seconds":"60"}`} {

@@ -30,7 +30,7 @@ func snapshot(t *testing.T, e *env, key string) string {
 // and everything else as it was: old agent keys get 401, old spends,
 // approvals, receipts and policy changes 404, the lists are empty, the
 // pool and the clock are back at the start, the funding settings and the
-// owner keys stay (each with the life it had left), the live environment
+// owner keys stay as they were, the live environment
 // is untouched, events continue their sequence, and the books balance.
 func TestPracticeReset(t *testing.T) {
 	e := start(t)
@@ -48,8 +48,8 @@ func TestPracticeReset(t *testing.T) {
 	mustStatus(t, call(t, e.srv, http.MethodPost, "/v1/test/deposits", owner, nil, `{"amount":"50.00"}`), http.StatusCreated)
 	mustStatus(t, call(t, e.srv, http.MethodPost, "/v1/funding", owner, nil, `{"reserve_floor":"10.00","low_balance_threshold":"5.00"}`), http.StatusOK)
 	advanceClock(t, e, 2*24*3600) // the waiting approval expires on the way
-	// Owner keys made on the advanced clock: one rotated (its old secret
-	// works 24 more hours), one revoked.
+	// Owner keys changed on the advanced clock: one rotated (its old
+	// secret works 24 more hours), one revoked.
 	me := call(t, e.srv, http.MethodGet, "/v1/me", owner, nil, nil)
 	rot := call(t, e.srv, http.MethodPost, "/v1/keys/"+obj(t, me.Body, "key")["id"].(string)+"/rotate", owner, nil, `{"grace_period_hours":24}`)
 	mustStatus(t, rot, http.StatusCreated)
@@ -109,10 +109,14 @@ func TestPracticeReset(t *testing.T) {
 	}
 	created(t, e.srv, liveKey, spendBody("1.00", "api.vendor.com", "/l2")) // and still works
 
-	// Owner keys keep the life they had left; a revoked one stays revoked.
+	// Owner keys are as they were: they age with the service clock, so
+	// the rotated one works until its grace ends on that clock, and a
+	// revoked one stays revoked.
 	wantError(t, call(t, e.srv, http.MethodGet, "/v1/me", extra.Body["secret"].(string), nil, nil), 401, "authentication_error", "invalid_api_key", "")
 	mustStatus(t, call(t, e.srv, http.MethodGet, "/v1/me", owner, nil, nil), http.StatusOK)
 	advanceClock(t, e, 25*3600)
+	mustStatus(t, call(t, e.srv, http.MethodGet, "/v1/me", owner, nil, nil), http.StatusOK)
+	e.srv.Clock.Advance(25 * time.Hour)
 	wantError(t, call(t, e.srv, http.MethodGet, "/v1/me", owner, nil, nil), 401, "authentication_error", "invalid_api_key", "")
 
 	// The environment starts again: agents, spends, events after the old sequence.

@@ -30,7 +30,6 @@ func (c *Console) keyList(r *request) error {
 	if err != nil {
 		return fromActors(err, "Keys could not be listed")
 	}
-	now := c.sys.EnvNow(r.who)
 	d := keysData{Done: doneText(query(r, "done"))}
 	for _, ag := range agents {
 		if ag.Status != actors.AgentArchived {
@@ -39,11 +38,12 @@ func (c *Console) keyList(r *request) error {
 	}
 	for _, k := range keys {
 		row := keyRow{KeyView: k, State: "active"}
+		now := c.sys.KeyNow(r.who, k.Kind)
 		if k.AgentID != nil {
 			row.AgentName = byID[*k.AgentID].Name
 		}
 		switch {
-		case k.RevokedAt != nil && !k.RevokedAt.After(now):
+		case k.RevokedAt != nil:
 			row.State = "revoked"
 		case !now.Before(k.ExpiresAt):
 			row.State = "expired"
