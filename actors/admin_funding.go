@@ -36,12 +36,14 @@ type FundingRef struct {
 	Status string        `json:"status"`
 }
 
-// WalletRef is the pool as wallet.low_balance shows it.
+// WalletRef is the pool as wallet.low_balance shows it, amounts in the
+// display form GET /v1/funding uses ("2000.00", never the scale a
+// request typed or the ledger's six places).
 type WalletRef struct {
-	ID                  string        `json:"id"`
-	Object              string        `json:"object"`
-	PoolAvailable       policy.Amount `json:"pool_available"`
-	LowBalanceThreshold policy.Amount `json:"low_balance_threshold"`
+	ID                  string `json:"id"`
+	Object              string `json:"object"`
+	PoolAvailable       string `json:"pool_available"`
+	LowBalanceThreshold string `json:"low_balance_threshold"`
 }
 
 // FundingChange is what POST /v1/funding may change; nil leaves a value
@@ -216,7 +218,7 @@ func (s *System) noteLowBalance(c *change, e *envLedger, now time.Time) {
 	if lowBalanceCrossed(policy.MaxAmount(after, threshold), after, threshold) {
 		e.state.BelowLowBalance = true
 		c.event(e, "", "wallet.low_balance", WalletRef{ID: "wal_" + walletID(e), Object: "wallet",
-			PoolAvailable: after, LowBalanceThreshold: threshold}, audienceOwner, now)
+			PoolAvailable: after.Display(), LowBalanceThreshold: threshold.Display()}, audienceOwner, now)
 	}
 }
 

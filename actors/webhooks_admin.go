@@ -339,13 +339,18 @@ func (s *System) RedeliverEvent(ctx context.Context, p Principal, eventID string
 	} else if !ok || ev.ID != eventID {
 		return nil, notFound
 	}
+	now := s.nowFor(p.OwnerID, p.Env())
+	if ev.Created.Before(now.Add(-EventRetention)) {
+		// Past the retention GET /v1/events keeps, by the clock it clips
+		// with: an event the list no longer shows is not sent either.
+		return nil, errorf(CodeNotFound, "No event %s exists: events are kept %d days, and this one is older.", eventID, int(EventRetention.Hours()/24))
+	}
 	target := ""
 	if ev.Type == "webhook.test" {
 		if m, ok := ev.Data.Object.(map[string]any); ok {
 			target, _ = m["webhook_endpoint_id"].(string)
 		}
 	}
-	now := s.nowFor(p.OwnerID, p.Env())
 	type queued struct {
 		h *hook
 		d webhookDelivery

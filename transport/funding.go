@@ -48,6 +48,9 @@ func (s *Server) updateFunding(c *call) *apiError {
 	if err := decodeStrict(c.ctx.PostBody(), &body); err != nil {
 		return err
 	}
+	if err := refuseNulls(c.ctx.PostBody(), "reserve_floor", "low_balance_threshold"); err != nil {
+		return err
+	}
 	var ch actors.FundingChange
 	var aerr *apiError
 	if ch.ReserveFloor, aerr = settingAmount("reserve_floor", body.ReserveFloor); aerr != nil {

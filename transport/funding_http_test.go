@@ -63,6 +63,8 @@ func TestFundingReadAndUpdate(t *testing.T) {
 		{`{"reserve_floor":"1000.01"}`, "parameter_invalid", "reserve_floor"}, // above pool_available
 		{`{"reserve":"1.00"}`, "parameter_unknown", "reserve"},
 		{`{"reserve_floor":"1.00","reserve_floor":"2.00"}`, "invalid_json", "reserve_floor"},
+		{`{"reserve_floor":null}`, "parameter_invalid", "reserve_floor"}, // would read as left out
+		{`{"reserve_floor":"0","low_balance_threshold":null}`, "parameter_invalid", "low_balance_threshold"},
 	} {
 		wantError(t, call(t, e.srv, http.MethodPost, "/v1/funding", e.owner.TestKey, nil, c.body), 400, "invalid_request_error", c.code, c.param)
 	}
@@ -212,7 +214,7 @@ func TestLowBalanceOncePerCrossing(t *testing.T) {
 	if n := len(lows()); n != 0 {
 		t.Fatalf("%d warnings with the pool above the threshold", n)
 	}
-	setThreshold("1200.00") // below: the first crossing
+	setThreshold("1200") // below: the first crossing, shown as 1200.00
 	got := lows()
 	if len(got) != 1 {
 		t.Fatalf("%d warnings after the first crossing, want 1", len(got))

@@ -27,6 +27,23 @@ type policyBody struct {
 	ValidUntil            json.RawMessage `json:"valid_until"`
 }
 
+// refuseNulls names the first of fields that body sends as null. In a
+// partial update, null would read as "left out" and change nothing, while
+// the client meant to clear the value: a success there would hide that the
+// old value stays in force.
+func refuseNulls(body []byte, fields ...string) *apiError {
+	var raw map[string]json.RawMessage
+	if json.Unmarshal(body, &raw) != nil {
+		return nil // decodeStrict has judged the body already
+	}
+	for _, f := range fields {
+		if v, ok := raw[f]; ok && string(v) == "null" {
+			return badParam(codeParameterInvalid, f, f+" cannot be null; send a new value, or leave "+f+" out to keep it.")
+		}
+	}
+	return nil
+}
+
 func nullableString(param string, raw json.RawMessage) (policy.Nullable[string], *apiError) {
 	var n policy.Nullable[string]
 	if raw == nil {

@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"encoding/json"
 	"time"
 
 	"github.com/fasthttp/router"
@@ -92,15 +91,8 @@ func (s *Server) updateWebhookEndpoint(c *call) *apiError {
 	if err := decodeStrict(c.ctx.PostBody(), &body); err != nil {
 		return err
 	}
-	// A field sent as null changes nothing and would read as omitted:
-	// name it instead of asking for a field that was sent.
-	var raw map[string]json.RawMessage
-	if json.Unmarshal(c.ctx.PostBody(), &raw) == nil {
-		for _, f := range []string{"url", "enabled_events", "status"} {
-			if v, ok := raw[f]; ok && string(v) == "null" {
-				return badParam(codeParameterInvalid, f, f+" cannot be null; send a new value, or leave "+f+" out to keep it.")
-			}
-		}
+	if err := refuseNulls(c.ctx.PostBody(), "url", "enabled_events", "status"); err != nil {
+		return err
 	}
 	if body.URL == nil && body.EnabledEvents == nil && body.Status == nil {
 		return badParam(codeParameterMissing, "", "Send at least one of url, enabled_events and status.")

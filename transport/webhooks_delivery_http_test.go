@@ -280,6 +280,16 @@ func TestWebhookRedeliver(t *testing.T) {
 		404, "not_found_error", "resource_missing", "")
 	wantError(t, call(t, e.srv, http.MethodPost, "/v1/test/events/"+h.id()+"/redeliver", e.agentKey, nil, nil), 403, "permission_error", "key_kind_not_allowed", "")
 	rc.none(t, e.srv)
+
+	// Past the 30 days GET /v1/events keeps, on the practice clock, the
+	// event is gone for redelivery too.
+	advanceClock(t, e, 30*24*3600+60)
+	r = call(t, e.srv, http.MethodPost, "/v1/test/events/"+h.id()+"/redeliver", e.owner.TestKey, nil, nil)
+	wantError(t, r, 404, "not_found_error", "resource_missing", "")
+	if msg, _ := errorOf(t, r)["message"].(string); !strings.Contains(msg, "kept 30 days") {
+		t.Errorf("redelivering an event past retention: %q", msg)
+	}
+	rc.none(t, e.srv)
 }
 
 func idOf(t *testing.T, raw []byte) string {
