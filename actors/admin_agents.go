@@ -138,6 +138,7 @@ func (a *agentActor) changeAgent(m *agentAction) {
 		m.reply <- agentActionReply{err: &Error{Code: CodeQuotaExceeded, Message: msg}}
 		return
 	}
+	var written []writtenSpend
 	switch m.action {
 	case ActionPause:
 		// Payments waiting for the owner stay waiting, marked with the
@@ -154,8 +155,7 @@ func (a *agentActor) changeAgent(m *agentAction) {
 				d := detail
 				sp.PauseDetail = &d
 				sp.UpdatedAt = now
-				c.putRaw(bSpends, []byte(sp.ID), spendJSON(sp))
-				c.spends = append(c.spends, sp.ID)
+				written = append(written, writtenSpend{sp, spendJSON(sp)})
 			}
 		}
 	case ActionResume:
@@ -165,8 +165,7 @@ func (a *agentActor) changeAgent(m *agentAction) {
 			if sp.Status == policy.StatusPendingApproval && sp.PauseDetail != nil {
 				sp.PauseDetail = nil
 				sp.UpdatedAt = now
-				c.putRaw(bSpends, []byte(sp.ID), spendJSON(sp))
-				c.spends = append(c.spends, sp.ID)
+				written = append(written, writtenSpend{sp, spendJSON(sp)})
 			}
 		}
 	case ActionArchive:
@@ -176,9 +175,8 @@ func (a *agentActor) changeAgent(m *agentAction) {
 			a.env.state.Held = a.env.state.Held.Sub(sp.Amount)
 			sp.Cancel(now)
 			sp.Message = "The owner archived the agent; nothing was paid and the allowance was released."
-			c.putRaw(bSpends, []byte(sp.ID), spendJSON(sp))
+			written = append(written, writtenSpend{sp, spendJSON(sp)})
 			c.del(bActive, join(a.id, sp.ID))
-			c.spends = append(c.spends, sp.ID)
 			c.event(a.env, a.id, sp.Status.EventType(), spendRef(sp), audienceBoth, now)
 			a.sys.timers.cancel(sp.ID)
 		}
@@ -195,6 +193,10 @@ func (a *agentActor) changeAgent(m *agentAction) {
 			}
 		}
 	}
+	for _, w := range written {
+		c.putRaw(bSpends, []byte(w.sp.ID), w.body)
+		c.spends = append(c.spends, w.sp.ID)
+	}
 	c.put(bAgents, []byte(a.id), ag)
 	audience := audienceBoth
 	if m.action == ActionArchive {
@@ -205,6 +207,11 @@ func (a *agentActor) changeAgent(m *agentAction) {
 	}
 	t := a.sys.commit(a.gen, a.env, c)
 	a.env.mu.Unlock()
+	for _, w := range written {
+		// What the actor answers for a spend until the store has it (a
+		// replay, a refused cancel or decision) must be this state.
+		a.appended(t, w.sp, w.body)
+	}
 	if m.action == ActionArchive {
 		for id := range a.active {
 			delete(a.active, id)
@@ -215,6 +222,12 @@ func (a *agentActor) changeAgent(m *agentAction) {
 	a.lastTicket, a.metaTicket = t, t
 	a.publishView()
 	m.reply <- agentActionReply{agent: ag, ticket: t, revoked: revoked}
+}
+
+// writtenSpend is a spend an agent action changed, with its new body.
+type writtenSpend struct {
+	sp   *policy.Spend
+	body []byte
 }
 
 // agentKeys lists the stored keys of one agent.

@@ -208,7 +208,9 @@ func (a *agentActor) whyNotPending(approvalID string) *Error {
 	case policy.StatusExpired:
 		return &Error{Code: CodeConflict, Message: "The approval expired before a decision; nothing was paid."}
 	case policy.StatusCancelled:
-		return &Error{Code: CodeConflict, Message: "The agent cancelled this payment before a decision; nothing was paid."}
+		// The agent cancelled it, or the owner archived the agent: the
+		// spend's message says which.
+		return &Error{Code: CodeConflict, Message: "The payment was cancelled before a decision. " + sp.Message}
 	}
 	return errorf(CodeNotFound, "No approval %s exists.", approvalID)
 }

@@ -14,7 +14,10 @@ import (
 // lets it pay again. Both are idempotent.
 func TestPauseAndResumeAgent(t *testing.T) {
 	e := start(t)
-	waiting := created(t, e.srv, e.agentKey, spendBody("1.00", "untrusted.example.org", "/w"))
+	waitKey := newKey()
+	first := spend(t, e.srv, e.agentKey, waitKey, spendBody("1.00", "untrusted.example.org", "/w"))
+	mustStatus(t, first, http.StatusCreated)
+	waiting := first.Body
 	if waiting["status"] != "pending_approval" {
 		t.Fatalf("want a pending spend, got %v", waiting["status"])
 	}
@@ -32,6 +35,10 @@ func TestPauseAndResumeAgent(t *testing.T) {
 	w := getSpend(t, e.srv, e.agentKey, waiting["id"].(string), "")
 	if w.Body["status"] != "pending_approval" || w.Body["pause_detail"] == nil {
 		t.Fatalf("the waiting spend after the pause: %s", w.Raw)
+	}
+	// A replay answers the same current state, straight after the pause.
+	if r := spend(t, e.srv, e.agentKey, waitKey, spendBody("1.00", "untrusted.example.org", "/w")); r.Status != http.StatusOK || r.Body["pause_detail"] == nil {
+		t.Fatalf("a replay of the waiting spend after the pause: %d %s", r.Status, r.Raw)
 	}
 	b := balance(t, e.srv, e.agentKey)
 	if b["held"] != "1.00" {

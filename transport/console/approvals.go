@@ -31,6 +31,7 @@ type approvalItem struct {
 	ExpiresAt     time.Time
 	Left          time.Duration
 	Status        policy.Status
+	Message       string // the spend's own account of its state
 	Livemode      bool
 }
 
@@ -60,7 +61,7 @@ func ruleText(reason *string, pol *policy.Policy) string {
 func itemOf(sp *policy.Spend, agentName string, pol *policy.Policy, now time.Time) approvalItem {
 	it := approvalItem{SpendID: sp.ID, Amount: sp.Amount, Currency: sp.Currency, Destination: sp.Destination,
 		Resource: sp.Resource, AgentID: sp.AgentID, AgentName: agentName, Memo: sp.Memo, PolicyVersion: sp.PolicyVersion,
-		Status: sp.Status, Livemode: sp.Livemode}
+		Status: sp.Status, Message: sp.Message, Livemode: sp.Livemode}
 	if pol != nil && pol.Version != sp.PolicyVersion {
 		pol = nil // the threshold shown must be the one that applied
 	}
@@ -218,7 +219,7 @@ func (c *Console) approvalPage(r *request) error {
 		d.Confirm = dec
 	}
 	if !d.Pending && d.Done == "" {
-		d.Refusal = alreadyDecided(it.Status)
+		d.Refusal = alreadyDecided(it)
 	}
 	c.render(r, 200, "approval", "Approval "+it.ShortCode, env, d)
 	return nil
@@ -266,8 +267,8 @@ func (c *Console) approvalItem(p actors.Principal, id string) (approvalItem, err
 }
 
 // alreadyDecided says why an approval takes no decision any more.
-func alreadyDecided(st policy.Status) string {
-	switch st {
+func alreadyDecided(it approvalItem) string {
+	switch st := it.Status; st {
 	case policy.StatusApproved, policy.StatusProcessing, policy.StatusSettled, policy.StatusFailed:
 		return "This approval was already approved; the payment is " + string(st) + ". A decision is given once."
 	case policy.StatusDeclined:
@@ -275,7 +276,9 @@ func alreadyDecided(st policy.Status) string {
 	case policy.StatusExpired:
 		return "The approval expired before a decision; nothing was paid."
 	case policy.StatusCancelled:
-		return "The agent cancelled this payment before a decision; nothing was paid."
+		// The agent cancelled it, or the owner archived the agent: the
+		// spend's message says which.
+		return "The payment was cancelled before a decision. " + it.Message
 	}
 	return "This approval takes no decision."
 }
@@ -335,7 +338,7 @@ func (c *Console) linkPage(r *request, id, token string) error {
 		return err
 	}
 	if l.item.Status != policy.StatusPendingApproval {
-		return &pageError{status: 409, title: "Link already used", env: l.env, message: alreadyDecided(l.item.Status)}
+		return &pageError{status: 409, title: "Approval closed", env: l.env, message: alreadyDecided(l.item)}
 	}
 	nonce := randomToken()
 	c.setCookie(r.ctx, linkCookie, nonce, c.base+"/approvals/", time.Hour)
@@ -360,7 +363,7 @@ func (c *Console) decide(r *request) error {
 			return err
 		}
 		if l.item.Status != policy.StatusPendingApproval {
-			return &pageError{status: 409, title: "Link already used", env: l.env, message: alreadyDecided(l.item.Status)}
+			return &pageError{status: 409, title: "Approval closed", env: l.env, message: alreadyDecided(l.item)}
 		}
 		if err := c.checkOrigin(r); err != nil {
 			return err

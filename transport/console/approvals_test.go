@@ -310,3 +310,29 @@ func TestOverruledApprovalSaysNothingWasPaid(t *testing.T) {
 		t.Fatalf("the spend: %v %v", r.Body["status"], r.Body["decline_reason"])
 	}
 }
+
+// An approval whose agent the owner archived is closed, and every way of
+// deciding it says so: not "no such approval", not "the agent cancelled",
+// not "link already used".
+func TestArchivedAgentsApprovalSaysSo(t *testing.T) {
+	f := newLinkFixture(t)
+	agentID := f.srv.Do(t, http.MethodGet, "/v1/spends/"+f.spendID, f.agentKey, nil, nil).Body["agent_id"].(string)
+	if r := f.srv.Do(t, http.MethodPost, "/v1/agents/"+agentID+"/archive", f.owner.testKey, nil, nil); r.Status != http.StatusOK {
+		t.Fatalf("archive: %d %s", r.Status, r.Raw)
+	}
+	says := func(what string, p page) {
+		t.Helper()
+		if p.status != http.StatusConflict || !strings.Contains(p.body, "archived the agent") ||
+			strings.Contains(p.body, "already used") || strings.Contains(p.body, "agent cancelled") {
+			t.Errorf("%s: %d\n%s", what, p.status, p.body)
+		}
+	}
+	says("the signed link", newClient(t, f.srv).get(f.path()+"?link="+url.QueryEscape(f.token)))
+	c := newClient(t, f.srv)
+	token := c.mustSignIn(f.owner)
+	says("a decision in the console", c.post(f.path()+"/decide",
+		url.Values{"csrf": {token}, "decision": {"approve"}, "items_hash": {f.claims.ItemsHash}}, ""))
+	if p := c.get(f.path()); !strings.Contains(p.body, "archived the agent") || strings.Contains(p.body, "agent cancelled") {
+		t.Errorf("the approval's page:\n%s", p.body)
+	}
+}
