@@ -58,7 +58,11 @@ func (s *System) RotateKey(ctx context.Context, p Principal, keyID string, grace
 	case old.RevokedAt != nil:
 		return CreatedKey{}, &Error{Code: CodeConflict, Message: fmt.Sprintf("Key %s is revoked; it cannot be rotated. Create a new key instead.", keyID)}
 	case !keyNow.Before(old.ExpiresAt):
-		return CreatedKey{}, &Error{Code: CodeConflict, Message: fmt.Sprintf("Key %s has expired; it cannot be rotated. Create a new key instead.", keyID)}
+		how := "Create a new key instead."
+		if old.Kind == KindOwner {
+			how = "Create a new owner key instead (POST /v1/owner_keys, or the console's Keys page when no owner key works)."
+		}
+		return CreatedKey{}, &Error{Code: CodeConflict, Message: fmt.Sprintf("Key %s has expired; it cannot be rotated. %s", keyID, how)}
 	case old.GracePeriodEndsAt != nil:
 		return CreatedKey{}, &Error{Code: CodeConflict,
 			Message: fmt.Sprintf("Key %s was already rotated; it ends at %s. Rotate the key that replaced it instead.", keyID, old.GracePeriodEndsAt.Format(time.RFC3339))}

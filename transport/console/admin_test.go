@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentpay/guard/internal/guardtest"
 )
@@ -215,5 +216,33 @@ func TestBalanceChart(t *testing.T) {
 		if !strings.Contains(p.body, want) {
 			t.Errorf("balance page lacks %q", want)
 		}
+	}
+}
+
+var ownerSecretShown = regexp.MustCompile(`value="(svc_test_owner_[0-9A-Za-z]{43})"`)
+
+// The console, signed in with the password, is the way back to the API
+// when every owner key has expired: no key could make another then.
+func TestOwnerKeyFromTheConsoleWhenNoneWorks(t *testing.T) {
+	clock := guardtest.NewFakeClock(time.Date(2026, 10, 1, 12, 0, 0, 0, time.UTC))
+	srv := guardtest.Start(t, guardtest.WithClock(clock))
+	o := newOwner(t, srv)
+	clock.Advance(91 * 24 * time.Hour) // past every practice key's 90 days
+	if r := srv.Do(t, http.MethodGet, "/v1/me", o.testKey, nil, nil); r.Status != http.StatusUnauthorized {
+		t.Fatalf("an owner key past its life: %d", r.Status)
+	}
+	c := newClient(t, srv)
+	token := c.mustSignIn(o)
+	if p := c.post("/console/owner_keys", url.Values{}, ""); p.status != http.StatusForbidden {
+		t.Fatalf("without the CSRF token: %d", p.status)
+	}
+	p := c.post("/console/owner_keys", url.Values{"csrf": {token}}, "")
+	m := ownerSecretShown.FindStringSubmatch(p.body)
+	if p.status != http.StatusOK || m == nil {
+		t.Fatalf("create: %d\n%s", p.status, p.body)
+	}
+	r := srv.Do(t, http.MethodGet, "/v1/me", m[1], nil, nil)
+	if r.Status != http.StatusOK || r.Body["key"].(map[string]any)["kind"] != "owner" {
+		t.Fatalf("the new owner key: %d %s", r.Status, r.Raw)
 	}
 }

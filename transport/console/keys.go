@@ -74,6 +74,23 @@ func (c *Console) keyCreate(r *request) error {
 	return c.ok(r, "secret", "New key", secretData{Key: k})
 }
 
+// ownerKeyCreate makes an owner key and shows its secret, once. The
+// console is signed in with the owner's password, so it is the way back
+// to the API when every owner key has expired or been revoked: no key
+// could make another then.
+func (c *Console) ownerKeyCreate(r *request) error {
+	if err := c.limit(r, ratelimit.KeyChanges, r.who.OwnerID); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	k, err := c.sys.CreateOwnerKey(ctx, r.who)
+	if err != nil {
+		return fromActors(err, "No key was created")
+	}
+	return c.ok(r, "secret", "New owner key", secretData{Key: k})
+}
+
 // keyRotate replaces a key, keeping the old one working for the grace
 // period, and shows the new secret once.
 func (c *Console) keyRotate(r *request) error {
