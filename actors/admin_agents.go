@@ -317,7 +317,49 @@ func (s *System) RevokeKey(ctx context.Context, p Principal, keyID string) (KeyV
 	return k.View(), nil
 }
 
-// ListKeys lists the owner's keys of the environment (never secrets).
+// ListKeyPage lists one page of the owner's keys of the environment,
+// newest first (never secrets), optionally of one agent. Revoked and
+// rotated keys stay listed, so the list only grows: it is paged like the
+// others. Keys live in one bucket ordered by id, that is by creation
+// time, across owners; the page is that order filtered to the owner.
+func (s *System) ListKeyPage(p Principal, q ListParams) (Page, error) {
+	q.Limit = normalizeLimit(q.Limit)
+	cursor, err := cursorOf(q, "key", "a key")
+	if err != nil {
+		return Page{}, err
+	}
+	if q.AgentID != "" {
+		if _, err := s.Agent(p, q.AgentID); err != nil {
+			return Page{}, &Error{Code: CodeParameterInvalid, Param: "agent_id", Message: "agent_id names no agent of this owner and environment."}
+		}
+	}
+	pg := pager{sys: s, q: q, bucket: bKeys}
+	pg.load = func(_, v []byte) ([]byte, time.Time, bool, error) {
+		var k APIKey
+		if json.Unmarshal(v, &k) != nil || k.OwnerID != p.OwnerID || k.Livemode != p.Livemode ||
+			q.AgentID != "" && k.AgentID != q.AgentID {
+			return nil, time.Time{}, false, nil
+		}
+		raw, err := json.Marshal(k.View())
+		return raw, k.CreatedAt, true, err
+	}
+	if cursor == "" {
+		return pg.run(nil)
+	}
+	// The cursor must be a key this list holds, from an earlier page: an
+	// id of another owner's key would otherwise place the page.
+	var k APIKey
+	if ok, err := s.getJSON(bKeys, []byte(cursor), &k); err != nil {
+		return Page{}, ErrUnavailable
+	} else if !ok || k.OwnerID != p.OwnerID || k.Livemode != p.Livemode || q.AgentID != "" && k.AgentID != q.AgentID {
+		return Page{}, &Error{Code: CodeParameterInvalid, Param: cursorParam(q),
+			Message: "The cursor must be the id of a key this list holds, from an earlier page; " + cursor + " is not one."}
+	}
+	return pg.run(pg.start(cursor))
+}
+
+// ListKeys lists all of the owner's keys of the environment (never
+// secrets), for the console's one page of keys.
 func (s *System) ListKeys(p Principal) ([]KeyView, error) {
 	var out []KeyView
 	err := s.store.Scan(bKeys, nil, nil, true, func(_, v []byte) bool {

@@ -2,6 +2,7 @@ package transport_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -271,4 +272,51 @@ func TestRotationGraceEndsWithTheKey(t *testing.T) {
 		t.Fatalf("rotated a day before expiry with a week's grace: grace_period_ends_at %v, expires_at %v, want both %v",
 			ro["grace_period_ends_at"], ro["expires_at"], expires)
 	}
+}
+
+// The key list grows with every rotation and revocation, so it is paged
+// like the others: 10 by default, newest first, every key once, a cursor
+// that must come from the list, and agent_id for one agent's keys.
+func TestKeyListPages(t *testing.T) {
+	e := start(t)
+	secret := e.agentKey
+	for range 11 { // each rotation without grace leaves the old key listed
+		r := call(t, e.srv, http.MethodPost, "/v1/keys/"+keyIDOf(t, e.srv, secret)+"/rotate", e.owner.TestKey, nil, `{"grace_period_hours":0}`)
+		mustStatus(t, r, http.StatusCreated)
+		secret = r.Body["secret"].(string)
+	}
+	// 12 agent keys, the owner's practice key and the agent made by start.
+	first, more := listIDs(t, e.srv, e.owner.TestKey, "/v1/keys")
+	if len(first) != 10 || !more {
+		t.Fatalf("the first page has %d keys (has_more %v), want 10 and more", len(first), more)
+	}
+	var all []string
+	cursor := ""
+	for {
+		ids, more := listIDs(t, e.srv, e.owner.TestKey, "/v1/keys?limit=4"+cursor)
+		all = append(all, ids...)
+		if !more {
+			break
+		}
+		cursor = "&starting_after=" + ids[len(ids)-1]
+	}
+	seen := map[string]bool{}
+	for i, id := range all {
+		if seen[id] || i > 0 && id >= all[i-1] {
+			t.Fatalf("keys not each once, newest first: %v", all)
+		}
+		seen[id] = true
+	}
+	if len(all) < 13 || all[0] != keyIDOf(t, e.srv, secret) {
+		t.Fatalf("paged through %d keys starting with %v; want at least 13, the newest first", len(all), all)
+	}
+	if back, _ := listIDs(t, e.srv, e.owner.TestKey, "/v1/keys?limit=3&ending_before="+all[4]); strings.Join(back, ",") != strings.Join(all[1:4], ",") {
+		t.Fatalf("ending_before %s gave %v, want %v", all[4], back, all[1:4])
+	}
+	if ids, _ := listIDs(t, e.srv, e.owner.TestKey, "/v1/keys?limit=50&agent_id="+e.agentID); len(ids) != 12 {
+		t.Fatalf("agent_id lists %d keys, want the agent's 12", len(ids))
+	}
+	other := e.srv.NewOwner(t).TestKey
+	wantError(t, call(t, e.srv, http.MethodGet, "/v1/keys?starting_after="+all[0], other, nil, nil), 400, "invalid_request_error", "parameter_invalid", "starting_after")
+	wantError(t, call(t, e.srv, http.MethodGet, "/v1/keys?limit=51", e.owner.TestKey, nil, nil), 400, "invalid_request_error", "parameter_invalid", "limit")
 }

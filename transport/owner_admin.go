@@ -2,8 +2,6 @@ package transport
 
 import (
 	"time"
-
-	"github.com/agentpay/guard/actors"
 )
 
 func (s *Server) listAgents(c *call) *apiError {
@@ -41,17 +39,15 @@ func (s *Server) agentAction(action string) handler {
 }
 
 func (s *Server) listKeys(c *call) *apiError {
-	if err := noParams(c, "GET /v1/keys", "it lists every key of the owner."); err != nil {
+	q, err := listParams(c)
+	if err != nil {
 		return err
 	}
-	keys, err := s.sys.ListKeys(c.who)
-	if err != nil {
-		return fromActors(err)
+	page, aerr := s.sys.ListKeyPage(c.who, q)
+	if aerr != nil {
+		return fromActors(aerr)
 	}
-	if keys == nil {
-		keys = []actors.KeyView{}
-	}
-	writeJSON(c.ctx, 200, c.reqID, map[string]any{"object": "list", "data": keys, "has_more": false, "url": "/v1/keys"})
+	writeList(c, "/v1/keys", page)
 	return nil
 }
 

@@ -63,22 +63,56 @@ type listPage struct {
 }
 
 func agentsList(c *cli, args []string) error {
-	fs := c.flags()
-	limit := fs.Int("limit", listPageSize, "agents per request, `N` from 1 to 50 (every page is followed)")
-	if _, err := c.parse(fs, args); err != nil {
+	all, done, err := c.listCommand(args, "/v1/agents", "agent")
+	if done || err != nil {
 		return err
 	}
-	if *limit < 1 || *limit > listPageSize {
-		return fmt.Errorf("agents list: -limit must be from 1 to %d, not %d", listPageSize, *limit)
+	rows := make([][]string, 0, len(all))
+	for _, item := range all {
+		var a agentView
+		if err := json.Unmarshal(item, &a); err != nil {
+			return fmt.Errorf("the server's agent list is not the JSON expected: %w", err)
+		}
+		rows = append(rows, []string{a.ID, a.Name, a.Status, when(a.CreatedAt)})
 	}
-	var first []byte
-	var all []json.RawMessage
-	q := url.Values{"limit": {strconv.Itoa(*limit)}}
+	return c.table([]string{"ID", "NAME", "STATUS", "CREATED"}, rows)
+}
+
+// listCommand parses the flags of a list command (-limit) and fetches
+// every page of the list. It is done when it printed the answer itself:
+// the list for -json, or that there is nothing; otherwise the caller
+// prints the items as a table.
+func (c *cli) listCommand(args []string, path, what string) (all []json.RawMessage, done bool, err error) {
+	fs := c.flags()
+	limit := fs.Int("limit", listPageSize, what+"s per request, `N` from 1 to 50 (every page is followed)")
+	if _, err := c.parse(fs, args); err != nil {
+		return nil, true, err
+	}
+	if *limit < 1 || *limit > listPageSize {
+		return nil, true, fmt.Errorf("%ss list: -limit must be from 1 to %d, not %d", what, listPageSize, *limit)
+	}
+	first, all, err := c.listAll(path, what, *limit)
+	switch {
+	case err != nil:
+		return nil, true, err
+	case c.jsonOut:
+		return nil, true, c.printList(first, all)
+	case len(all) == 0:
+		_, err := fmt.Fprintf(c.stdout, "no %ss\n", what)
+		return nil, true, err
+	}
+	return all, false, nil
+}
+
+// listAll follows a list's pages, limit items at a time, and returns the
+// first answer as sent and every item of every page.
+func (c *cli) listAll(path, what string, limit int) (first []byte, all []json.RawMessage, err error) {
+	q := url.Values{"limit": {strconv.Itoa(limit)}}
 	for range maxListPages {
 		var page listPage
-		raw, err := c.getJSON("/v1/agents", q, &page)
+		raw, err := c.getJSON(path, q, &page)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		if first == nil {
 			first = raw
@@ -91,29 +125,14 @@ func agentsList(c *cli, args []string) error {
 			ID string `json:"id"`
 		}
 		if err := json.Unmarshal(page.Data[len(page.Data)-1], &last); err != nil || last.ID == "" {
-			return fmt.Errorf("the server's agent list has an item without an id")
+			return nil, nil, fmt.Errorf("the server's %s list has an item without an id", what)
 		}
 		if last.ID == q.Get("starting_after") {
-			return fmt.Errorf("the server's agent list does not advance past %s", last.ID)
+			return nil, nil, fmt.Errorf("the server's %s list does not advance past %s", what, last.ID)
 		}
 		q.Set("starting_after", last.ID)
 	}
-	if c.jsonOut {
-		return c.printList(first, all)
-	}
-	if len(all) == 0 {
-		_, err := fmt.Fprintln(c.stdout, "no agents")
-		return err
-	}
-	rows := make([][]string, 0, len(all))
-	for _, item := range all {
-		var a agentView
-		if err := json.Unmarshal(item, &a); err != nil {
-			return fmt.Errorf("the server's agent list is not the JSON expected: %w", err)
-		}
-		rows = append(rows, []string{a.ID, a.Name, a.Status, when(a.CreatedAt)})
-	}
-	return c.table([]string{"ID", "NAME", "STATUS", "CREATED"}, rows)
+	return first, all, nil
 }
 
 // printList prints a list answer for -json. One page is printed as the

@@ -61,27 +61,17 @@ func (k keyView) agent() string {
 }
 
 func keysList(c *cli, args []string) error {
-	fs := c.flags()
-	if _, err := c.parse(fs, args); err != nil {
-		return err
-	}
-	var page struct {
-		Data []keyView `json:"data"`
-	}
-	raw, err := c.getJSON("/v1/keys", nil, &page)
-	if err != nil {
-		return err
-	}
-	if c.jsonOut {
-		return c.printJSON(raw)
-	}
-	if len(page.Data) == 0 {
-		_, err := fmt.Fprintln(c.stdout, "no keys")
+	all, done, err := c.listCommand(args, "/v1/keys", "key")
+	if done || err != nil {
 		return err
 	}
 	now := time.Now()
-	rows := make([][]string, 0, len(page.Data))
-	for _, k := range page.Data {
+	rows := make([][]string, 0, len(all))
+	for _, item := range all {
+		var k keyView
+		if err := json.Unmarshal(item, &k); err != nil {
+			return fmt.Errorf("the server's key list is not the JSON expected: %w", err)
+		}
 		rows = append(rows, []string{k.ID, k.Kind, k.agent(), "..." + k.Last4, k.status(now), when(k.CreatedAt)})
 	}
 	return c.table([]string{"ID", "KIND", "AGENT", "LAST4", "STATUS", "CREATED"}, rows)
