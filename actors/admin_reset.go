@@ -283,6 +283,9 @@ func (s *System) commitReset(ctx context.Context, e *envLedger, ownerID string, 
 		ReserveFloor: policy.MinAmount(old.ReserveFloor, pool), LowBalanceThreshold: old.LowBalanceThreshold,
 		EventFloor: old.Sequence}
 	e.offset.Store(0)
+	// The clock went back, and every older event is hidden by the floor:
+	// new events start from the clock again.
+	e.lastEventAt = time.Time{}
 	// The fresh pool may start below the owner's warning threshold.
 	s.noteLowBalance(c, e, e.now(s.clock))
 	t = s.commit(s.store.Gen(), e, c)

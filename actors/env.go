@@ -32,6 +32,12 @@ type envLedger struct {
 	// store; resetMu runs one reset of the environment at a time.
 	commits uint64
 	resetMu sync.Mutex
+	// lastEventAt is the created time of the newest event (under mu).
+	// Events take their sequence under mu but their time from callers
+	// that read the clock before taking it, so without this a later
+	// sequence could carry an earlier time, and a created[gte] filter,
+	// which stops at the first event older than its bound, would miss it.
+	lastEventAt time.Time
 	// durable is the state as of the newest record of this environment
 	// that is on disk; pending holds the records appended after it, in
 	// journal order, each with the state it carries. Reads that make no
@@ -167,6 +173,10 @@ func (c *change) del(bucket string, key []byte) {
 // e.mu, so sequence order is journal order.
 func (c *change) event(e *envLedger, agentID, typ string, obj any, audience []string, now time.Time) {
 	e.state.Sequence++
+	if now.Before(e.lastEventAt) {
+		now = e.lastEventAt // created never goes back as sequence goes up
+	}
+	e.lastEventAt = now
 	ev := StoredEvent{Event: Event{ID: NewID("evt", now), Object: "event", Type: typ, APIVersion: APIVersion,
 		Created: now.UTC(), Livemode: e.state.Env.Livemode(), Sequence: e.state.Sequence, AgentID: agentID,
 		Data: EventData{Object: obj}}, AudienceList: audience, OwnerID: e.state.OwnerID}
