@@ -132,6 +132,15 @@ func (s *System) env(ownerID string, env Env) (*envLedger, error) {
 	}
 	e.offset.Store(int64(e.state.ClockOffset))
 	e.eventFloor.Store(e.state.EventFloor)
+	// The newest event's time carries over a restart: a wall clock set
+	// back meanwhile must not date new events before it.
+	if e.state.Sequence > e.state.EventFloor {
+		var last StoredEvent
+		if _, err := s.getJSON(bEvents, seqKey(prefixOf(ownerID, string(env)), e.state.Sequence), &last); err != nil {
+			return nil, err
+		}
+		e.lastEventAt = last.Created
+	}
 	st := e.state // read from the store: durable
 	e.durable.Store(&st)
 	s.envs.Store(k, e)
