@@ -433,6 +433,15 @@ func decideCases() []decideCase {
 			})
 			s.dest = "new-vendor.com"
 		}, decideWant{"max_pending", "new-vendor.com", "", false}},
+		{"max_pending reached: an unknown destination over the limit meets the limit first", func(s *decideScene) {
+			s.rules.MaxPending = 2
+			s.setup = append(s.setup, func(l *Ledger) {
+				holdInto(l, "a", "x.com", "1.00", StatusPendingApproval, fixNow)
+				holdInto(l, "b", "y.com", "1.00", StatusPendingApproval, fixNow)
+			})
+			s.dest = "new-vendor.com"
+			s.amount = "500.00"
+		}, decideWant{"per_spend_limit", "new-vendor.com", "", false}},
 		{"max_pending does not touch a spend that needs no approval", func(s *decideScene) {
 			s.rules.MaxPending = 2
 			s.setup = append(s.setup, func(l *Ledger) {

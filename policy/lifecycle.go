@@ -207,6 +207,7 @@ func Check(p *Policy, l *Ledger, pool Pool, subj Subject, dest string, amount *A
 	switch {
 	case stop:
 	case d.MatchedRule == nil: // unknown destination, mode ask
+		dest0 := d
 		switch {
 		case !l.asked(d.Destination) && func() bool { l.roll(now); return len(l.Asked) >= NewDestinationsPerDay }():
 			d.Outcome, d.Reason = StatusDeclined, ReasonUnknownDestinationLimit
@@ -221,6 +222,15 @@ func Check(p *Policy, l *Ledger, pool Pool, subj Subject, dest string, amount *A
 				if a := amountGates(p, l, pool, Request{Amount: *amount, Destination: dest}, d, now); a.Outcome == StatusDeclined && amountRule(a.Reason) {
 					d.Message += " Amounts are checked first when the payment is made, and this one would be declined: " + a.Message
 				}
+			}
+		}
+		if amount != nil && d.Outcome == StatusDeclined {
+			// Declined either way (the day's new destinations, or
+			// max_pending): then no approval is asked, and the payment
+			// meets the rules in create's order, amounts first. Only a
+			// payment that would wait skips them (spec 4.6 rule 2).
+			if a := amountGates(p, l, pool, Request{Amount: *amount, Destination: dest}, dest0, now); a.Outcome == StatusDeclined && amountRule(a.Reason) {
+				d = a
 			}
 		}
 	case amount == nil:
