@@ -74,6 +74,16 @@ type decideCase struct {
 // The cases follow the documented rule order: paused, valid_until,
 // destination, per_spend_limit, caps, pool, unknown destination,
 // approval_over / destination_window_over, max_pending, approved.
+// maxPendingReached gives the scene max_pending 2 and two payments that
+// wait for the owner.
+func maxPendingReached(s *decideScene) {
+	s.rules.MaxPending = 2
+	s.setup = append(s.setup, func(l *Ledger) {
+		holdInto(l, "a", "x.com", "1.00", StatusPendingApproval, fixNow)
+		holdInto(l, "b", "y.com", "1.00", StatusPendingApproval, fixNow)
+	})
+}
+
 func decideCases() []decideCase {
 	yesterday := fixNow.Add(-24 * time.Hour)
 	asked := func(hosts ...string) func(*Ledger) {
@@ -418,36 +428,20 @@ func decideCases() []decideCase {
 
 		// max_pending
 		{"max_pending reached declines an approval_over spend", func(s *decideScene) {
-			s.rules.MaxPending = 2
-			s.setup = append(s.setup, func(l *Ledger) {
-				holdInto(l, "a", "x.com", "1.00", StatusPendingApproval, fixNow)
-				holdInto(l, "b", "y.com", "1.00", StatusPendingApproval, fixNow)
-			})
+			maxPendingReached(s)
 			s.amount = "6.00"
 		}, decideWant{"max_pending", "api.vendor.com", "api.vendor.com", false}},
 		{"max_pending reached declines an unknown destination and does not count it as asked", func(s *decideScene) {
-			s.rules.MaxPending = 2
-			s.setup = append(s.setup, func(l *Ledger) {
-				holdInto(l, "a", "x.com", "1.00", StatusPendingApproval, fixNow)
-				holdInto(l, "b", "y.com", "1.00", StatusPendingApproval, fixNow)
-			})
+			maxPendingReached(s)
 			s.dest = "new-vendor.com"
 		}, decideWant{"max_pending", "new-vendor.com", "", false}},
 		{"max_pending reached: an unknown destination over the limit meets the limit first", func(s *decideScene) {
-			s.rules.MaxPending = 2
-			s.setup = append(s.setup, func(l *Ledger) {
-				holdInto(l, "a", "x.com", "1.00", StatusPendingApproval, fixNow)
-				holdInto(l, "b", "y.com", "1.00", StatusPendingApproval, fixNow)
-			})
+			maxPendingReached(s)
 			s.dest = "new-vendor.com"
 			s.amount = "500.00"
 		}, decideWant{"per_spend_limit", "new-vendor.com", "", false}},
 		{"max_pending does not touch a spend that needs no approval", func(s *decideScene) {
-			s.rules.MaxPending = 2
-			s.setup = append(s.setup, func(l *Ledger) {
-				holdInto(l, "a", "x.com", "1.00", StatusPendingApproval, fixNow)
-				holdInto(l, "b", "y.com", "1.00", StatusPendingApproval, fixNow)
-			})
+			maxPendingReached(s)
 		}, decideWant{"approved", "api.vendor.com", "api.vendor.com", false}},
 		{"approved holds are not pending", func(s *decideScene) {
 			s.rules.MaxPending = 2
