@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/agentpay/guard/actors"
@@ -106,6 +107,16 @@ func devBootstrap(ctx context.Context, svc *wire.Service, cfg wire.Config, addr 
 		if err := json.Unmarshal(b, &creds); err != nil {
 			return fmt.Errorf("reading %s: %w", path, err)
 		}
+		renewed, err := renewDevCredentials(ctx, svc.System(), &creds)
+		if err != nil {
+			return err
+		}
+		if renewed != "" {
+			if err := writeDevCredentials(path, creds); err != nil {
+				return err
+			}
+			fmt.Fprintln(out, renewed)
+		}
 	} else if errors.Is(err, os.ErrNotExist) {
 		sys := svc.System()
 		pw := newDevPassword()
@@ -113,24 +124,11 @@ func devBootstrap(ctx context.Context, svc *wire.Service, cfg wire.Config, addr 
 		if err != nil {
 			return fmt.Errorf("creating the practice owner: %w", err)
 		}
-		owner, err := sys.Authenticate(oc.Keys[actors.EnvTest])
+		agentID, agentKey, err := devAgent(ctx, sys, actors.OwnerPrincipal(oc.Owner.ID, actors.EnvTest))
 		if err != nil {
 			return err
 		}
-		// Room enough for the practice magic amounts (98.00, 99.00) to pay
-		// without waiting for an approval.
-		trusted := []string{"api.vendor.com"}
-		perSpend, daily, monthly, approvalOver := "100.00", "500.00", "5000.00", "100.00"
-		ag, _, err := sys.CreateAgent(ctx, owner, "practice-agent", &policy.RulesInput{TrustedDestinations: &trusted,
-			PerSpendLimit: &perSpend, DailyCap: &daily, MonthlyCap: &monthly, ApprovalOver: &approvalOver})
-		if err != nil {
-			return fmt.Errorf("creating the practice agent: %w", err)
-		}
-		k, err := sys.CreateAgentKey(ctx, owner, ag.ID)
-		if err != nil {
-			return fmt.Errorf("creating the practice agent key: %w", err)
-		}
-		creds = devCredentials{OwnerID: oc.Owner.ID, OwnerKey: oc.Keys[actors.EnvTest], AgentID: ag.ID, AgentKey: k.Secret,
+		creds = devCredentials{OwnerID: oc.Owner.ID, OwnerKey: oc.Keys[actors.EnvTest], AgentID: agentID, AgentKey: agentKey,
 			ConsoleEmail: devEmail, ConsolePassword: pw}
 		if err := writeDevCredentials(path, creds); err != nil {
 			return err
@@ -160,6 +158,63 @@ Pay a vendor as the agent:
     -d '{"amount":"0.50","destination":"api.vendor.com","resource":{"url":"https://api.vendor.com/report"}}'
 `, path, creds.OwnerKey, creds.AgentKey, cfg.ConsoleURL, creds.ConsoleEmail, creds.ConsolePassword, addr, creds.AgentKey)
 	return nil
+}
+
+// devAgent makes the practice agent and its key. Its rules leave room
+// enough for the practice magic amounts (98.00, 99.00) to pay without
+// waiting for an approval.
+func devAgent(ctx context.Context, sys *actors.System, owner actors.Principal) (agentID, key string, err error) {
+	trusted := []string{"api.vendor.com"}
+	perSpend, daily, monthly, approvalOver := "100.00", "500.00", "5000.00", "100.00"
+	ag, _, err := sys.CreateAgent(ctx, owner, "practice-agent", &policy.RulesInput{TrustedDestinations: &trusted,
+		PerSpendLimit: &perSpend, DailyCap: &daily, MonthlyCap: &monthly, ApprovalOver: &approvalOver})
+	if err != nil {
+		return "", "", fmt.Errorf("creating the practice agent: %w", err)
+	}
+	k, err := sys.CreateAgentKey(ctx, owner, ag.ID)
+	if err != nil {
+		return "", "", fmt.Errorf("creating the practice agent key: %w", err)
+	}
+	return ag.ID, k.Secret, nil
+}
+
+// renewDevCredentials replaces the saved keys that no longer work, so
+// that what a restart prints can be used: the keys may have been rotated,
+// revoked or expired, and a practice reset removes the agent. It says
+// what it replaced, or nothing when every key works.
+func renewDevCredentials(ctx context.Context, sys *actors.System, creds *devCredentials) (string, error) {
+	owner := actors.OwnerPrincipal(creds.OwnerID, actors.EnvTest)
+	var renewed []string
+	if _, err := sys.Authenticate(creds.OwnerKey); err != nil {
+		k, err := sys.CreateOwnerKey(ctx, owner)
+		if err != nil {
+			return "", fmt.Errorf("the saved owner key no longer works, and a new one could not be made: %w", err)
+		}
+		creds.OwnerKey = k.Secret
+		renewed = append(renewed, "owner key")
+	}
+	if _, err := sys.Authenticate(creds.AgentKey); err != nil {
+		ag, err := sys.Agent(owner, creds.AgentID)
+		if err == nil && ag.Status != actors.AgentArchived {
+			var k actors.CreatedKey
+			if k, err = sys.CreateAgentKey(ctx, owner, ag.ID); err == nil {
+				creds.AgentKey = k.Secret
+				renewed = append(renewed, "agent key")
+			}
+		} else {
+			// Gone (a practice reset) or archived: a new practice agent.
+			if creds.AgentID, creds.AgentKey, err = devAgent(ctx, sys, owner); err == nil {
+				renewed = append(renewed, "agent and its key")
+			}
+		}
+		if err != nil {
+			return "", fmt.Errorf("the saved agent key no longer works, and a new one could not be made: %w", err)
+		}
+	}
+	if renewed == nil {
+		return "", nil
+	}
+	return "The saved " + strings.Join(renewed, " and ") + " no longer worked (rotated, revoked, expired or reset away); made new ones.", nil
 }
 
 func writeDevCredentials(path string, creds devCredentials) error {
