@@ -113,6 +113,9 @@ type (
 	expireSpend struct{ spendID string }
 	resumeWork  struct{}
 	reloadAgent struct{ reply chan error }
+	// answerInFlight: the service is stopping; answer now the creates
+	// that wait for their vendor (see AnswerInFlight).
+	answerInFlight struct{}
 	// metaSettled says metaTicket may have resolved: run what waited.
 	metaSettled struct{}
 )
@@ -139,6 +142,8 @@ func (a *agentActor) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		// Stopped with answers still owed (the journal failed, or the
 		// system is closing): say so now rather than let callers time out.
+		// A payment on its way to the vendor is answered as recorded.
+		a.answerInFlight()
 		for id, ch := range a.waiting {
 			ch <- SpendResult{Err: ErrUnavailable}
 			delete(a.waiting, id)
@@ -194,6 +199,9 @@ func (a *agentActor) Receive(ctx actor.Context) {
 		}
 	case *resumeWork:
 		a.received++
+	case *answerInFlight:
+		a.received++
+		a.answerInFlight()
 	case *publishPolicy:
 		a.received++
 		if !a.loaded {

@@ -456,6 +456,27 @@ func (a *agentActor) answerCancelsAfterSend(spendID string) {
 	}
 }
 
+// answerInFlight answers every create that still waits for its vendor
+// with the spend as recorded: approved, the payment on its way. It runs
+// when the service stops: a restart sends the same authorization again or
+// verifies it, and the agent reads the outcome with GET /v1/spends/{id}
+// (next_action says to). "Nothing was changed" would be false: the
+// payment may well go through.
+func (a *agentActor) answerInFlight() {
+	for id, ch := range a.waiting {
+		sp := a.active[id]
+		if sp == nil || sp.Status != policy.StatusApproved {
+			continue
+		}
+		body, t := spendJSON(sp), (*persistence.Ticket)(nil)
+		if l, ok := a.latest[id]; ok {
+			body, t = l.body, l.ticket // the record may not be durable yet: the caller waits for it
+		}
+		ch <- SpendResult{Body: body, Ticket: t, Status: sp.Status}
+		delete(a.waiting, id)
+	}
+}
+
 func (a *agentActor) answerWaiting(sp *policy.Spend, body []byte, t *persistence.Ticket) {
 	if ch, ok := a.waiting[sp.ID]; ok {
 		ch <- SpendResult{Body: body, Ticket: t, Status: sp.Status}

@@ -67,12 +67,7 @@ func (s *System) Quiesce(ctx context.Context) error {
 			return err
 		}
 		before := s.sentTotal.Load()
-		s.regMu.RLock()
-		ids := make([]string, 0, len(s.agents))
-		for id := range s.agents {
-			ids = append(ids, id)
-		}
-		s.regMu.RUnlock()
+		ids := s.activeAgents()
 		for _, id := range ids {
 			t, err := ask(ctx, s, id, func(reply chan *persistence.Ticket) any { return &pingAgent{reply: reply} })
 			if err != nil {

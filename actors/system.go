@@ -235,6 +235,27 @@ func (s *System) Close() {
 	s.pool.stop()
 }
 
+// AnswerInFlight has every active agent answer, now, the payments that
+// wait for their vendor, with their recorded state (see answerInFlight).
+// A stopping server calls it shortly before its deadline, so that no
+// request is cut off unanswered; the payments themselves go on.
+func (s *System) AnswerInFlight() {
+	for _, id := range s.activeAgents() {
+		s.send(id, &answerInFlight{})
+	}
+}
+
+// activeAgents lists the agents whose actors run now.
+func (s *System) activeAgents() []string {
+	s.regMu.RLock()
+	defer s.regMu.RUnlock()
+	ids := make([]string, 0, len(s.agents))
+	for id := range s.agents {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
 // resume activates every agent with active spends so that each resumes its
 // own open work.
 func (s *System) resume() error {

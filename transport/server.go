@@ -62,6 +62,12 @@ type Server struct {
 	lnMu      sync.Mutex
 	stopping  bool
 	listeners []*closeOnceListener
+
+	// waits is cancelled when Shutdown starts: a long poll then answers
+	// at once with the spend as it is, instead of holding the stop for up
+	// to its 20 seconds.
+	waits       context.Context
+	cancelWaits context.CancelFunc
 }
 
 // NewServer builds the API with its routes.
@@ -76,6 +82,7 @@ func NewServer(cfg Config) *Server {
 		cfg.WriteTimeout = 60 * time.Second // long polls wait up to 20 s
 	}
 	s := &Server{cfg: cfg, sys: cfg.System, log: cfg.Logger, ids: newRequestIDs(), limits: cfg.Limits}
+	s.waits, s.cancelWaits = context.WithCancel(context.Background())
 	r := router.New()
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
@@ -251,12 +258,27 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, l := range listeners {
 		_ = l.Close()
 	}
+	s.cancelWaits()
+	// Shortly before the deadline, payments still waiting for their vendor
+	// are answered with what is recorded (approved, the payment on its
+	// way; a restart sends the same authorization again or verifies it),
+	// so no request is cut off without an answer.
+	answerAt := time.Time{}
+	if d, ok := ctx.Deadline(); ok {
+		answerAt = d.Add(-min(2*time.Second, time.Until(d)/4))
+	}
 	done := make(chan error, 1)
 	go func() { done <- s.http.ShutdownWithContext(ctx) }()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		s.closeUnused()
+		if !answerAt.IsZero() && time.Now().After(answerAt) {
+			answerAt = time.Time{}
+			if s.sys != nil {
+				s.sys.AnswerInFlight()
+			}
+		}
 		select {
 		case err := <-done:
 			return err

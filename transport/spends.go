@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"slices"
@@ -268,7 +269,9 @@ func (s *Server) getSpend(c *call) *apiError {
 		}
 		wait = time.Duration(n) * time.Second
 	}
-	ctx, cancel := requestContext(wait + 5*time.Second)
+	// Derived from waits: a shutdown ends the wait (GetSpend then answers
+	// with the spend as it is).
+	ctx, cancel := context.WithTimeout(s.waits, wait+5*time.Second)
 	defer cancel()
 	body, err := s.sys.GetSpend(ctx, c.who, id, wait)
 	if err != nil {

@@ -16,6 +16,10 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// After the first signal, the next one has its default effect and
+	// ends the process at once: an operator who cannot wait for the
+	// graceful stop loses nothing the journal holds (it survives a kill).
+	go func() { <-ctx.Done(); stop() }()
 	err := Run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
 	stop()
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/agentpay/guard/actors"
 	"github.com/agentpay/guard/cmd/wire"
 	"github.com/agentpay/guard/policy"
+	"github.com/agentpay/guard/transport"
 	"github.com/agentpay/guard/transport/console"
 )
 
@@ -35,43 +36,49 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
-		shutdown(svc, cfg.ShutdownTimeout, log)
+		shutdown(svc, cfg.ShutdownTimeout)
 		return fmt.Errorf("listening on %s: %w", cfg.Addr, err)
 	}
 	if cfg.Dev {
 		if err := devBootstrap(ctx, svc, cfg, ln.Addr().String(), stdout); err != nil {
 			ln.Close()
-			shutdown(svc, cfg.ShutdownTimeout, log)
+			shutdown(svc, cfg.ShutdownTimeout)
 			return err
 		}
 	}
+	attrs := []any{"addr", ln.Addr().String(), "data", cfg.Data, "api_version", transport.APIVersion}
 	if cfg.JournalDir != "" {
-		log.Info("serving", "addr", ln.Addr().String(), "data", cfg.Data, "journal_dir", cfg.JournalDir)
-	} else {
-		log.Info("serving", "addr", ln.Addr().String(), "data", cfg.Data)
+		attrs = append(attrs, "journal_dir", cfg.JournalDir)
 	}
+	log.Info("serving", attrs...)
 	served := make(chan error, 1)
 	go func() { served <- svc.Serve(ln) }()
 	select {
 	case err = <-served:
 	case <-ctx.Done():
-		log.Info("stopping: finishing in-flight requests and flushing the journal")
+		log.Info("stopping: finishing in-flight requests and flushing the journal (a second signal stops at once)",
+			"shutdown_timeout", cfg.ShutdownTimeout)
 	}
-	if serr := shutdown(svc, cfg.ShutdownTimeout, log); err == nil {
+	if serr := shutdown(svc, cfg.ShutdownTimeout); err == nil {
 		err = serr
 	}
 	if err == nil {
 		err = <-served
 	}
+	if err == nil {
+		log.Info("stopped")
+	}
 	return err
 }
 
-func shutdown(svc *wire.Service, d time.Duration, log *slog.Logger) error {
+// shutdown stops the service within d. Its error is returned, not logged:
+// the caller reports it once.
+func shutdown(svc *wire.Service, d time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	err := svc.Shutdown(ctx)
-	if err != nil {
-		log.Error("shutdown", "err", err)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("the graceful stop did not finish within shutdown_timeout (%s): requests still open were cut off (what they recorded is in the journal; raise shutdown_timeout to wait longer): %w", d, err)
 	}
 	return err
 }
