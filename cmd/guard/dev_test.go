@@ -16,39 +16,62 @@ import (
 	"github.com/agentpay/guard/transport/console"
 )
 
-// TestDevBootstrapGivesAConsolePassword: make run prints a console
-// password that signs the practice owner in, keeps it across restarts, and
-// gives one to credentials written before the console existed.
-func TestDevBootstrapGivesAConsolePassword(t *testing.T) {
-	cfg := wire.Defaults()
-	cfg.Data = t.TempDir()
-	boot := func() (devCredentials, string) {
+// bootDev opens the service on cfg's data directory, lets before change
+// it (given the saved credentials), runs the dev bootstrap and checks that
+// what it saved and printed works: both keys authenticate and appear in
+// the banner, and the password signs the owner in.
+func bootDev(t *testing.T, cfg wire.Config, before func(sys *actors.System, saved devCredentials)) (devCredentials, string) {
+	t.Helper()
+	file := filepath.Join(cfg.Data, "dev-credentials.json")
+	read := func() devCredentials {
 		t.Helper()
-		svc, err := wire.Open(cfg, wire.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer svc.Shutdown(context.Background())
-		var out bytes.Buffer
-		if err := devBootstrap(context.Background(), svc, cfg, "127.0.0.1:8080", &out); err != nil {
-			t.Fatal(err)
-		}
 		var creds devCredentials
-		b, err := os.ReadFile(filepath.Join(cfg.Data, "dev-credentials.json"))
+		b, err := os.ReadFile(file)
 		if err != nil || json.Unmarshal(b, &creds) != nil {
 			t.Fatalf("credentials file: %v", err)
 		}
-		o, err := svc.System().OwnerByEmail(creds.ConsoleEmail)
-		if err != nil || !console.VerifyPassword(o.PasswordHash, creds.ConsolePassword) {
-			t.Fatalf("the printed password does not sign %s in (%v)", creds.ConsoleEmail, err)
+		return creds
+	}
+	svc, err := wire.Open(cfg, wire.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Shutdown(context.Background())
+	sys := svc.System()
+	if before != nil {
+		before(sys, read())
+	}
+	var out bytes.Buffer
+	if err := devBootstrap(context.Background(), svc, cfg, "127.0.0.1:8080", &out); err != nil {
+		t.Fatalf("bootstrap: %v", err)
+	}
+	creds := read()
+	for _, k := range []string{creds.OwnerKey, creds.AgentKey} {
+		if _, err := sys.Authenticate(k); err != nil || !strings.Contains(out.String(), k) {
+			t.Fatalf("the banner shows a key that does not work (%v):\n%s", err, out.String())
 		}
-		return creds, out.String()
 	}
-	first, out := boot()
-	if first.ConsolePassword == "" || !strings.Contains(out, first.ConsolePassword) || !strings.Contains(out, cfg.ConsoleURL) {
-		t.Fatalf("output does not show the console sign-in:\n%s", out)
+	o, err := sys.OwnerByEmail(creds.ConsoleEmail)
+	if err != nil || o.ID != creds.OwnerID || !console.VerifyPassword(o.PasswordHash, creds.ConsolePassword) ||
+		!strings.Contains(out.String(), creds.ConsolePassword) || !strings.Contains(out.String(), cfg.ConsoleURL) {
+		t.Fatalf("the printed password does not sign %s in (%v):\n%s", creds.ConsoleEmail, err, out.String())
 	}
-	if again, _ := boot(); again.ConsolePassword != first.ConsolePassword {
+	return creds, out.String()
+}
+
+func devConfig(t *testing.T) wire.Config {
+	cfg := wire.Defaults()
+	cfg.Data = t.TempDir()
+	return cfg
+}
+
+// make run prints a console password that signs the practice owner in,
+// keeps it across restarts, and gives one to credentials written before
+// the console existed.
+func TestDevBootstrapGivesAConsolePassword(t *testing.T) {
+	cfg := devConfig(t)
+	first, _ := bootDev(t, cfg, nil)
+	if again, _ := bootDev(t, cfg, nil); again.ConsolePassword != first.ConsolePassword {
 		t.Fatal("a restart changed the console password")
 	}
 	// Credentials from before the console have no password: one is made.
@@ -58,50 +81,19 @@ func TestDevBootstrapGivesAConsolePassword(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(cfg.Data, "dev-credentials.json"), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if upgraded, _ := boot(); upgraded.ConsolePassword == "" || upgraded.ConsolePassword == first.ConsolePassword {
-		t.Fatalf("old credentials got password %q", upgraded.ConsolePassword)
+	if upgraded, _ := bootDev(t, cfg, nil); upgraded.ConsolePassword == first.ConsolePassword {
+		t.Fatalf("old credentials kept password %q", upgraded.ConsolePassword)
 	}
 }
 
 // A restart never prints keys that no longer work: a revoked agent key is
 // replaced, and after a practice reset removed the agent, a new practice
-// agent is made. What the file keeps is what the banner prints.
+// agent is made.
 func TestDevBootstrapRenewsKeysThatNoLongerWork(t *testing.T) {
-	cfg := wire.Defaults()
-	cfg.Data = t.TempDir()
-	boot := func(change func(sys *actors.System, creds devCredentials)) (devCredentials, string) {
-		t.Helper()
-		svc, err := wire.Open(cfg, wire.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer svc.Shutdown(context.Background())
-		var creds devCredentials
-		if change != nil {
-			b, _ := os.ReadFile(filepath.Join(cfg.Data, "dev-credentials.json"))
-			if err := json.Unmarshal(b, &creds); err != nil {
-				t.Fatal(err)
-			}
-			change(svc.System(), creds)
-		}
-		var out bytes.Buffer
-		if err := devBootstrap(context.Background(), svc, cfg, "127.0.0.1:8080", &out); err != nil {
-			t.Fatal(err)
-		}
-		b, _ := os.ReadFile(filepath.Join(cfg.Data, "dev-credentials.json"))
-		if err := json.Unmarshal(b, &creds); err != nil {
-			t.Fatal(err)
-		}
-		for _, k := range []string{creds.OwnerKey, creds.AgentKey} {
-			if _, err := svc.System().Authenticate(k); err != nil || !strings.Contains(out.String(), k) {
-				t.Fatalf("the banner shows a key that does not work (%v):\n%s", err, out.String())
-			}
-		}
-		return creds, out.String()
-	}
-	first, _ := boot(nil)
+	cfg := devConfig(t)
+	first, _ := bootDev(t, cfg, nil)
 	owner := actors.OwnerPrincipal(first.OwnerID, actors.EnvTest)
-	revoked, out := boot(func(sys *actors.System, creds devCredentials) {
+	revoked, out := bootDev(t, cfg, func(sys *actors.System, creds devCredentials) {
 		p, err := sys.Authenticate(creds.AgentKey)
 		if err != nil {
 			t.Fatal(err)
@@ -113,12 +105,36 @@ func TestDevBootstrapRenewsKeysThatNoLongerWork(t *testing.T) {
 	if revoked.AgentKey == first.AgentKey || revoked.AgentID != first.AgentID || !strings.Contains(out, "no longer worked") {
 		t.Fatalf("after a revocation: agent %s key changed %v; output:\n%s", revoked.AgentID, revoked.AgentKey != first.AgentKey, out)
 	}
-	reset, _ := boot(func(sys *actors.System, _ devCredentials) {
+	reset, _ := bootDev(t, cfg, func(sys *actors.System, _ devCredentials) {
 		if _, err := sys.ResetPractice(context.Background(), owner); err != nil {
 			t.Fatal(err)
 		}
 	})
 	if reset.AgentID == first.AgentID || reset.OwnerKey != first.OwnerKey {
 		t.Fatalf("after a practice reset: agent %s (was %s), owner key kept %v", reset.AgentID, first.AgentID, reset.OwnerKey == first.OwnerKey)
+	}
+}
+
+// The credentials file and the data can part: a deleted file finds the
+// practice owner still there (new password and keys, not "already
+// exists"), and a file whose data went makes everything afresh.
+func TestDevBootstrapWhenFileAndDataPart(t *testing.T) {
+	cfg := devConfig(t)
+	first, _ := bootDev(t, cfg, nil)
+	if err := os.Remove(filepath.Join(cfg.Data, "dev-credentials.json")); err != nil {
+		t.Fatal(err)
+	}
+	again, out := bootDev(t, cfg, nil)
+	if again.OwnerID != first.OwnerID || again.ConsolePassword == first.ConsolePassword || !strings.Contains(out, "was missing") {
+		t.Fatalf("after the file was deleted: owner %s (was %s), output:\n%s", again.OwnerID, first.OwnerID, out)
+	}
+	for _, name := range []string{"guard.db", "guard.db.journal"} {
+		if err := os.RemoveAll(filepath.Join(cfg.Data, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fresh, out := bootDev(t, cfg, nil)
+	if fresh.OwnerID == first.OwnerID || !strings.Contains(out, "making a new one") {
+		t.Fatalf("after the data was deleted: owner %s, output:\n%s", fresh.OwnerID, out)
 	}
 }

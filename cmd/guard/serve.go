@@ -110,10 +110,30 @@ func newDevPassword() string {
 func devBootstrap(ctx context.Context, svc *wire.Service, cfg wire.Config, addr string, out io.Writer) error {
 	path := filepath.Join(cfg.Data, "dev-credentials.json")
 	var creds devCredentials
-	if b, err := os.ReadFile(path); err == nil {
+	b, err := os.ReadFile(path)
+	if err == nil {
 		if err := json.Unmarshal(b, &creds); err != nil {
-			return fmt.Errorf("reading %s: %w", path, err)
+			return fmt.Errorf("reading %s: %w (fix or delete the file: a start without it makes new credentials)", path, err)
 		}
+		if _, oerr := svc.System().OwnerByEmail(devEmail); oerr != nil {
+			// The data went, the file stayed: start afresh.
+			fmt.Fprintf(out, "%s names a practice owner this data directory does not have; making a new one.\n", path)
+			err = os.ErrNotExist
+		}
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		if o, oerr := svc.System().OwnerByEmail(devEmail); oerr == nil {
+			// The file went, the owner stayed: its password and keys
+			// are not kept in readable form, so it gets new ones.
+			creds = devCredentials{OwnerID: o.ID, ConsoleEmail: devEmail, ConsolePassword: newDevPassword()}
+			if err := svc.System().SetOwnerPassword(ctx, o.ID, console.HashPassword(creds.ConsolePassword)); err != nil {
+				return fmt.Errorf("giving the practice owner a new console password: %w", err)
+			}
+			fmt.Fprintf(out, "%s was missing; the practice owner %s exists and gets a new console password and keys.\n", path, devEmail)
+			err = nil
+		}
+	}
+	if err == nil {
 		renewed, err := renewDevCredentials(ctx, svc.System(), &creds)
 		if err != nil {
 			return err
