@@ -1,12 +1,14 @@
 // Command guard runs the payment guard and administers its data.
 //
 //	guard serve [-config FILE] [-addr HOST:PORT] [-data DIR] [-dev]
-//	guard owner create -data DIR [-journal-dir DIR] -name NAME -email EMAIL   (password on stdin)
+//	guard owner create [-config FILE] [-data DIR] [-journal-dir DIR] -name NAME -email EMAIL   (password on stdin)
 //	guard agents|keys|policy COMMAND ...                   (a running server, owner key)
 package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -30,7 +32,9 @@ func main() {
 
 const usage = `usage:
   guard serve [-config FILE] [-addr HOST:PORT] [-data DIR] [-dev]
-  guard owner create -data DIR [-journal-dir DIR] -name NAME -email EMAIL   (password on stdin)
+  guard owner create [-config FILE] [-data DIR] [-journal-dir DIR] -name NAME -email EMAIL
+      (password on stdin; the server's settings come from its config file
+      and GUARD_* variables, as for serve; the server must be stopped)
 
 Administration of a running server with an owner key:
   guard agents list [-limit N]
@@ -50,7 +54,16 @@ These take -server URL (or GUARD_SERVER, default ` + defaultServer + `),
 Every serve setting also reads from the config file and GUARD_* variables.`
 
 // Run executes one command; it returns when the command is done or ctx ends.
+// Help asked for (-h) is a success, whichever command printed it.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) error {
+	err := run(ctx, args, stdin, stdout, stderr, getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return err
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) error {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, usage)
 		return fmt.Errorf("no command given")
@@ -60,7 +73,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return serve(ctx, args[1:], stdout, stderr, getenv)
 	case "owner":
 		if len(args) < 2 || args[1] != "create" {
-			return fmt.Errorf("usage: guard owner create -data DIR -name NAME -email EMAIL")
+			return fmt.Errorf("usage: guard owner create [-config FILE] [-data DIR] [-journal-dir DIR] -name NAME -email EMAIL")
 		}
 		return ownerCreate(ctx, args[2:], stdin, stdout, getenv)
 	case "agents", "keys", "policy":

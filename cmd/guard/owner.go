@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/mail"
 	"strings"
 
 	"github.com/agentpay/guard/actors"
@@ -17,15 +18,19 @@ import (
 
 func ownerCreate(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer, getenv func(string) string) error {
 	fs := flag.NewFlagSet("guard owner create", flag.ContinueOnError)
-	data := fs.String("data", "./data", "data directory (the server must be stopped)")
-	journalDir := fs.String("journal-dir", "", "journal directory, when the server keeps it apart from the data directory (its journal_dir)")
+	file := fs.String("config", getenv("GUARD_CONFIG"), "the server's JSON config `file` (env GUARD_CONFIG)")
+	data := fs.String("data", "", "data directory (the server must be stopped); default: the server's data setting (config, GUARD_DATA, else ./data)")
+	journalDir := fs.String("journal-dir", "", "journal directory, when the server keeps it apart from the data directory; default: the server's journal_dir setting")
 	name := fs.String("name", "", "owner name")
 	email := fs.String("email", "", "owner e-mail (console sign-in)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if strings.TrimSpace(*name) == "" || !strings.Contains(*email, "@") {
-		return fmt.Errorf("-name and a valid -email are required")
+	if strings.TrimSpace(*name) == "" {
+		return fmt.Errorf("-name is required: the owner's name, as the console shows it")
+	}
+	if a, err := mail.ParseAddress(*email); err != nil || a.Address != *email || a.Name != "" {
+		return fmt.Errorf("-email %q is not an e-mail address; give the bare address the owner signs in with, like owner@example.com", *email)
 	}
 	line, err := bufio.NewReader(stdin).ReadString('\n')
 	if err != nil && line == "" {
@@ -35,8 +40,18 @@ func ownerCreate(ctx context.Context, args []string, stdin io.Reader, stdout io.
 	if len(pw) < console.MinPasswordLength {
 		return fmt.Errorf("the password must have at least %d characters", console.MinPasswordLength)
 	}
-	cfg := wire.Defaults()
-	cfg.Data, cfg.JournalDir = *data, *journalDir
+	// The server's own settings: the data directory, its journal, and
+	// the practice pool a new owner starts with.
+	cfg, err := wire.LoadConfigFile(*file, getenv)
+	if err != nil {
+		return err
+	}
+	if *data != "" {
+		cfg.Data = *data
+	}
+	if *journalDir != "" {
+		cfg.JournalDir = *journalDir
+	}
 	svc, err := wire.Open(cfg, wire.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return fmt.Errorf("%w (is the server still running on this data directory?)", err)

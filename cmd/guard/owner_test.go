@@ -35,13 +35,7 @@ func TestOwnerCreate(t *testing.T) {
 		t.Fatalf("unexpected output %+v", got)
 	}
 
-	cfg := wire.Defaults()
-	cfg.Data = dir
-	svc, err := wire.Open(cfg, wire.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Shutdown(context.Background())
+	svc := openData(t, dir)
 	for env, key := range got.Keys {
 		p, err := svc.System().Authenticate(key)
 		if err != nil {
@@ -81,13 +75,7 @@ func TestOwnerCreateStoresConsolePassword(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := wire.Defaults()
-	cfg.Data = dir
-	svc, err := wire.Open(cfg, wire.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Shutdown(context.Background())
+	svc := openData(t, dir)
 	o, err := svc.System().OwnerByEmail("pw@example.org")
 	if err != nil {
 		t.Fatal(err)
@@ -153,4 +141,58 @@ func TestOwnerCreateWithTheJournalApart(t *testing.T) {
 	if _, err := svc.System().Authenticate(got.Keys["test"]); err != nil {
 		t.Fatalf("the new owner's key does not authenticate: %v", err)
 	}
+}
+
+// owner create reads the server's settings from its file and GUARD_*
+// variables: the data directory, and the practice pool a new owner gets.
+// An address that is not one is refused.
+func TestOwnerCreateReadsTheServersSettings(t *testing.T) {
+	dir := t.TempDir()
+	getenv := func(k string) string {
+		return map[string]string{"GUARD_DATA": dir, "GUARD_PRACTICE_POOL": "50.00"}[k]
+	}
+	var out bytes.Buffer
+	if err := Run(context.Background(), []string{"owner", "create", "-name", "Env", "-email", "env@example.org"},
+		strings.NewReader("a long enough password\n"), &out, io.Discard, getenv); err != nil {
+		t.Fatal(err)
+	}
+	svc := openData(t, dir)
+	o, err := svc.System().OwnerByEmail("env@example.org")
+	if err != nil {
+		t.Fatalf("the owner is not in GUARD_DATA: %v", err)
+	}
+	f, err := svc.System().Funding(actors.OwnerPrincipal(o.ID, actors.EnvTest))
+	if err != nil || f.Balance != "50.00" {
+		t.Fatalf("practice pool %+v (%v), want 50.00 from GUARD_PRACTICE_POOL", f, err)
+	}
+	for _, email := range []string{"@", "bob @ex ample", "Bob <bob@example.org>"} {
+		err := Run(context.Background(), []string{"owner", "create", "-data", t.TempDir(), "-name", "X", "-email", email},
+			strings.NewReader("a long enough password\n"), io.Discard, io.Discard, func(string) string { return "" })
+		if err == nil || !strings.Contains(err.Error(), "-email") {
+			t.Errorf("-email %q: %v, want it refused", email, err)
+		}
+	}
+}
+
+// Asking a command for its help is a success, with the settings listed.
+func TestHelpIsASuccess(t *testing.T) {
+	for _, args := range [][]string{{"serve", "-h"}, {"owner", "create", "-h"}, {"--help"}} {
+		if err := Run(context.Background(), args, strings.NewReader(""), io.Discard, io.Discard, func(string) string { return "" }); err != nil {
+			t.Errorf("guard %s: %v", strings.Join(args, " "), err)
+		}
+	}
+}
+
+// openData opens the service on a data directory, as the server would,
+// until the test ends.
+func openData(t *testing.T, dir string) *wire.Service {
+	t.Helper()
+	cfg := wire.Defaults()
+	cfg.Data = dir
+	svc, err := wire.Open(cfg, wire.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Shutdown(context.Background()) })
+	return svc
 }

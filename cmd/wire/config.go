@@ -196,7 +196,11 @@ func (c Config) validateSMTP() error {
 	return nil
 }
 
-// UnmarshalJSON accepts durations as strings ("30s").
+// UnmarshalJSON reads a config file. A setting that is text (an address,
+// a directory) must be a JSON string: anything else is refused rather
+// than turned into its JSON text, which would make a directory named
+// {"dir":"x"}. Durations are strings ("30s"); numbers and booleans may be
+// JSON numbers and booleans or strings.
 func (c *Config) UnmarshalJSON(b []byte) error {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(b, &raw); err != nil {
@@ -205,6 +209,9 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 	for k, v := range raw {
 		var s string
 		if err := json.Unmarshal(v, &s); err != nil {
+			if f, ok := fieldOf(k); ok && (f.Type.Kind() == reflect.String || f.Type == reflect.TypeOf(time.Duration(0))) {
+				return fmt.Errorf("config: %s must be a JSON string, not %s", k, clipJSON(v))
+			}
 			s = string(v) // numbers and booleans
 		}
 		if err := c.set(k, s); err != nil {
@@ -212,6 +219,42 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 		}
 	}
 	return nil
+}
+
+// fieldOf finds the field of a json key.
+func fieldOf(key string) (reflect.StructField, bool) {
+	rt := reflect.TypeOf(Config{})
+	for i := 0; i < rt.NumField(); i++ {
+		if rt.Field(i).Tag.Get("json") == key {
+			return rt.Field(i), true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+func clipJSON(v json.RawMessage) string {
+	if len(v) > 40 {
+		return string(v[:40]) + "..."
+	}
+	return string(v)
+}
+
+// text is the setting's value as a flag or variable would give it.
+func (c *Config) text(key string) string {
+	rv := reflect.ValueOf(c).Elem()
+	rt := rv.Type()
+	for i := 0; i < rt.NumField(); i++ {
+		if rt.Field(i).Tag.Get("json") != key {
+			continue
+		}
+		switch v := rv.Field(i).Interface().(type) {
+		case time.Duration:
+			return v.String()
+		default:
+			return fmt.Sprint(v)
+		}
+	}
+	return ""
 }
 
 // set assigns one field by its json key from text.
@@ -266,42 +309,118 @@ func keys() []string {
 	return out
 }
 
-// LoadConfig builds the configuration from defaults, an optional file
-// (-config or GUARD_CONFIG), the environment and the flags in args.
-func LoadConfig(args []string, getenv func(string) string) (Config, error) {
-	c := Defaults()
-	fs := flag.NewFlagSet("guard serve", flag.ContinueOnError)
-	file := fs.String("config", getenv("GUARD_CONFIG"), "JSON config file")
-	vals := map[string]*string{}
-	for _, k := range keys() {
-		name := strings.ReplaceAll(k, "_", "-")
-		if k == "dev" {
-			vals[k] = new(string)
-			fs.Func(name, "bootstrap a practice owner, agent and key (true/false)", func(s string) error { *vals[k] = s; return nil })
-			continue
-		}
-		vals[k] = fs.String(name, "", "overrides "+k)
+// settingHelp is the one-line meaning of each setting, for -h; the
+// fields' comments above say more.
+var settingHelp = map[string]string{
+	"addr":                    "HTTP listen address, host:port",
+	"data":                    "directory of the data file (and of the journal, unless journal_dir)",
+	"journal_dir":             "directory of the journal's segment files, ideally on a disk of its own",
+	"dev":                     "make a practice owner, agent, key and pool on first start, and print them",
+	"console_url":             "owner console address used in approval links (default: this server's /console)",
+	"practice_pool":           "practice money a new owner starts with",
+	"loosen_delay":            "how long a loosening policy change waits before it applies",
+	"idle_timeout":            "an agent idle this long is passivated (its memory freed)",
+	"settle_timeout":          "longest wait for one vendor payment call",
+	"shutdown_timeout":        "longest graceful stop on SIGTERM/SIGINT",
+	"simulated_latency":       "delay of each simulated vendor answer (practice)",
+	"checkpoint_interval":     "how often the journal is folded into the data file",
+	"log_level":               "debug, info, warn or error",
+	"gc_percent":              "garbage collector target (GOGC) when GOGC is not set",
+	"spare_procs":             "Go processors beyond the CPUs when GOMAXPROCS is not set",
+	"rate_limits":             "enforce the rate limits of spec 8.1 (false: none at all)",
+	"rate_limit_scale":        "multiplies every rate and burst (load benchmarks raise it)",
+	"private_webhook_targets": "let live webhooks and chat channels reach private addresses",
+	"smtp_addr":               "mail server host:port for e-mail approval notices",
+	"smtp_from":               "sender of approval e-mails (required with smtp_addr)",
+	"smtp_username":           "mail server user (with smtp_password)",
+	"smtp_password":           "mail server password (with smtp_username)",
+	"smtp_require_tls":        "refuse to send mail without STARTTLS",
+}
+
+// settingFlag is one setting's flag: the text given, and whether it was
+// given at all, so that an explicit empty value (-console-url "") still
+// overrides the file and the environment.
+type settingFlag struct {
+	value, def string
+	given      bool
+	isBool     bool
+}
+
+func (f *settingFlag) String() string {
+	if f == nil {
+		return ""
 	}
-	// -dev without a value means true.
-	args = append([]string(nil), args...)
-	for i, a := range args {
-		if a == "-dev" || a == "--dev" {
-			args[i] = "-dev=true"
+	return f.def
+}
+func (f *settingFlag) Set(s string) error { f.value, f.given = s, true; return nil }
+
+// IsBoolFlag lets a boolean setting stand alone (-dev, -rate-limits=false),
+// as with the flag package's own booleans: without it, "-dev -addr X"
+// would take "-addr" for dev's value.
+func (f *settingFlag) IsBoolFlag() bool { return f.isBool }
+
+// LoadConfig builds the configuration from defaults, an optional file
+// (-config or GUARD_CONFIG), the environment and the flags in args, each
+// later source winning. A GUARD_ variable set to the empty string counts
+// as unset; a flag given empty counts.
+func LoadConfig(args []string, getenv func(string) string) (Config, error) {
+	def := Defaults()
+	fs := flag.NewFlagSet("guard serve", flag.ContinueOnError)
+	file := fs.String("config", getenv("GUARD_CONFIG"), "JSON config `file` (keys as below, in snake_case; env GUARD_CONFIG)")
+	flags := map[string]*settingFlag{}
+	for _, k := range keys() {
+		f, _ := fieldOf(k)
+		sf := &settingFlag{def: def.text(k), isBool: f.Type.Kind() == reflect.Bool}
+		if k == "console_url" || k == "smtp_password" || sf.def == "false" {
+			sf.def = "" // derived from addr; a secret; off
 		}
+		flags[k] = sf
+		fs.Var(sf, strings.ReplaceAll(k, "_", "-"), fmt.Sprintf("%s (config %s, env GUARD_%s)", settingHelp[k], k, strings.ToUpper(k)))
 	}
 	if err := fs.Parse(args); err != nil {
-		return c, err
+		return def, err
 	}
 	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return def, fmt.Errorf("unexpected argument %q (settings are flags: -name value, or -name=value)", fs.Arg(0))
 	}
-	if *file != "" {
-		b, err := os.ReadFile(*file)
+	c, err := loadFileAndEnv(*file, getenv)
+	if err != nil {
+		return c, err
+	}
+	for _, k := range keys() {
+		if f := flags[k]; f.given {
+			if err := c.set(k, f.value); err != nil {
+				return c, err
+			}
+		}
+	}
+	c.ConsoleURL = c.consoleURL()
+	return c, c.Validate()
+}
+
+// LoadConfigFile builds the configuration from defaults, the file (when
+// named) and the environment: what LoadConfig does without flags. The
+// administration commands that open the data directory themselves
+// (guard owner create) read the server's settings this way.
+func LoadConfigFile(file string, getenv func(string) string) (Config, error) {
+	c, err := loadFileAndEnv(file, getenv)
+	if err != nil {
+		return c, err
+	}
+	c.ConsoleURL = c.consoleURL()
+	return c, c.Validate()
+}
+
+// loadFileAndEnv applies the file and the environment to the defaults.
+func loadFileAndEnv(file string, getenv func(string) string) (Config, error) {
+	c := Defaults()
+	if file != "" {
+		b, err := os.ReadFile(file)
 		if err != nil {
-			return c, fmt.Errorf("config: reading %s: %w", *file, err)
+			return c, fmt.Errorf("config: reading %s: %w", file, err)
 		}
 		if err := json.Unmarshal(b, &c); err != nil {
-			return c, fmt.Errorf("config: %s: %w", *file, err)
+			return c, fmt.Errorf("config: %s: %w", file, err)
 		}
 	}
 	for _, k := range keys() {
@@ -311,15 +430,7 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 			}
 		}
 	}
-	for _, k := range keys() {
-		if v := *vals[k]; v != "" {
-			if err := c.set(k, v); err != nil {
-				return c, err
-			}
-		}
-	}
-	c.ConsoleURL = c.consoleURL()
-	return c, c.Validate()
+	return c, nil
 }
 
 // consoleURL is ConsoleURL, or the default that follows Addr.

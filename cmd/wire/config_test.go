@@ -195,3 +195,63 @@ func TestConsoleURLFollowsAddr(t *testing.T) {
 		}
 	}
 }
+
+// A boolean setting stands alone as a flag, like -dev, instead of taking
+// the next flag for its value; a flag given empty overrides the file; a
+// text setting in the file must be a JSON string.
+func TestLoadConfigFlagsAndFileTypes(t *testing.T) {
+	c, err := LoadConfig([]string{"-private-webhook-targets", "-addr", "127.0.0.1:9200", "-rate-limits=false"}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.PrivateWebhookTargets || c.Addr != "127.0.0.1:9200" || c.RateLimits {
+		t.Fatalf("boolean flags alone: %+v", c)
+	}
+	file := filepath.Join(t.TempDir(), "guard.json")
+	if err := os.WriteFile(file, []byte(`{"console_url":"https://old.example.com/console"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err = LoadConfig([]string{"-config", file, "-console-url", ""}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ConsoleURL != "http://127.0.0.1:8080/console" {
+		t.Fatalf("an empty -console-url kept the file's %q", c.ConsoleURL)
+	}
+	for body, want := range map[string]string{
+		`{"data":{"dir":"x"}}`:       "data must be a JSON string",
+		`{"data":["a","b"]}`:         "data must be a JSON string",
+		`{"idle_timeout":30}`:        "idle_timeout must be a JSON string",
+		`{"rate_limit_scale":"abc"}`: "rate_limit_scale",
+	} {
+		if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadConfig([]string{"-config", file}, env(nil)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error saying %q", body, err, want)
+		}
+	}
+	// Numbers and booleans may still be JSON numbers and booleans.
+	if err := os.WriteFile(file, []byte(`{"rate_limit_scale":1000,"rate_limits":true,"gc_percent":200}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := LoadConfig([]string{"-config", file}, env(nil)); err != nil || c.RateLimitScale != 1000 || c.GCPercent != 200 {
+		t.Fatalf("typed numbers: %v %+v", err, c)
+	}
+}
+
+// The administration commands that open the data directory read the
+// server's file and environment the same way.
+func TestLoadConfigFileReadsFileAndEnvironment(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "guard.json")
+	if err := os.WriteFile(file, []byte(`{"practice_pool":"50.00","data":"/from-file"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadConfigFile(file, env(map[string]string{"GUARD_DATA": "/from-env"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.PracticePool != "50.00" || c.Data != "/from-env" {
+		t.Fatalf("LoadConfigFile: %+v", c)
+	}
+}
