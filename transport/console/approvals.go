@@ -32,6 +32,7 @@ type approvalItem struct {
 	Left          time.Duration
 	Status        policy.Status
 	Message       string // the spend's own account of its state
+	Paused        string // how a pause holds the payment back; empty when none does
 	Livemode      bool
 }
 
@@ -62,6 +63,9 @@ func itemOf(sp *policy.Spend, agentName string, pol *policy.Policy, now time.Tim
 	it := approvalItem{SpendID: sp.ID, Amount: sp.Amount, Currency: sp.Currency, Destination: sp.Destination,
 		Resource: sp.Resource, AgentID: sp.AgentID, AgentName: agentName, Memo: sp.Memo, PolicyVersion: sp.PolicyVersion,
 		Status: sp.Status, Message: sp.Message, Livemode: sp.Livemode}
+	if sp.PauseDetail != nil && sp.Status == policy.StatusPendingApproval {
+		it.Paused = sp.PauseDetail.Message
+	}
 	if pol != nil && pol.Version != sp.PolicyVersion {
 		pol = nil // the threshold shown must be the one that applied
 	}

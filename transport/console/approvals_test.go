@@ -336,3 +336,24 @@ func TestArchivedAgentsApprovalSaysSo(t *testing.T) {
 		t.Errorf("the approval's page:\n%s", p.body)
 	}
 }
+
+// The approval of a paused agent says so, and that approving waits for a
+// resume; after the resume it no longer does.
+func TestPausedAgentsApprovalSaysSo(t *testing.T) {
+	f := newLinkFixture(t)
+	agentID := f.srv.Do(t, http.MethodGet, "/v1/spends/"+f.spendID, f.agentKey, nil, nil).Body["agent_id"].(string)
+	c := newClient(t, f.srv)
+	c.mustSignIn(f.owner)
+	for _, step := range []struct {
+		action string
+		paused bool
+	}{{"pause", true}, {"resume", false}} {
+		if r := f.srv.Do(t, http.MethodPost, "/v1/agents/"+agentID+"/"+step.action, f.owner.testKey, nil, nil); r.Status != http.StatusOK {
+			t.Fatalf("%s: %d", step.action, r.Status)
+		}
+		p := c.get(f.path())
+		if says := strings.Contains(p.body, "Resume the agent before approving"); says != step.paused {
+			t.Errorf("after %s the page says the agent is paused: %v\n%s", step.action, says, p.body)
+		}
+	}
+}
