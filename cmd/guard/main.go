@@ -75,7 +75,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		if len(args) < 2 || args[1] != "create" {
 			return fmt.Errorf("usage: guard owner create [-config FILE] [-data DIR] [-journal-dir DIR] -name NAME -email EMAIL")
 		}
-		return ownerCreate(ctx, args[2:], stdin, stdout, getenv)
+		return ownerCreate(ctx, args[2:], stdin, stdout, stderr, getenv)
 	case "agents", "keys", "policy":
 		cio := cliIO{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
 		return runGroup(cio, map[string]cmdGroup{"agents": agentsGroup, "keys": keysGroup, "policy": policyGroup}[args[0]], args[1:])

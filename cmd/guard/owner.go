@@ -9,14 +9,17 @@ import (
 	"io"
 	"log/slog"
 	"net/mail"
+	"os"
 	"strings"
+
+	"golang.org/x/term"
 
 	"github.com/agentpay/guard/actors"
 	"github.com/agentpay/guard/cmd/wire"
 	"github.com/agentpay/guard/transport/console"
 )
 
-func ownerCreate(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer, getenv func(string) string) error {
+func ownerCreate(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs := flag.NewFlagSet("guard owner create", flag.ContinueOnError)
 	file := fs.String("config", getenv("GUARD_CONFIG"), "the server's JSON config `file` (env GUARD_CONFIG)")
 	data := fs.String("data", "", "data directory (the server must be stopped); default: the server's data setting (config, GUARD_DATA, else ./data)")
@@ -32,11 +35,10 @@ func ownerCreate(ctx context.Context, args []string, stdin io.Reader, stdout io.
 	if a, err := mail.ParseAddress(*email); err != nil || a.Address != *email || a.Name != "" {
 		return fmt.Errorf("-email %q is not an e-mail address; give the bare address the owner signs in with, like owner@example.com", *email)
 	}
-	line, err := bufio.NewReader(stdin).ReadString('\n')
-	if err != nil && line == "" {
-		return fmt.Errorf("reading the password from standard input: %w", err)
+	pw, err := readPassword(stdin, stderr, *email)
+	if err != nil {
+		return err
 	}
-	pw := strings.TrimRight(line, "\r\n")
 	if len(pw) < console.MinPasswordLength {
 		return fmt.Errorf("the password must have at least %d characters", console.MinPasswordLength)
 	}
@@ -65,4 +67,34 @@ func ownerCreate(ctx context.Context, args []string, stdin io.Reader, stdout io.
 		"owner_id": oc.Owner.ID,
 		"keys":     map[string]string{"test": oc.Keys[actors.EnvTest], "live": oc.Keys[actors.EnvLive]},
 	})
+}
+
+// readPassword reads the owner's password: from a terminal, prompted and
+// not echoed, typed twice; from a pipe, its first line.
+func readPassword(stdin io.Reader, prompt io.Writer, email string) (string, error) {
+	if f, ok := stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		ask := func(what string) (string, error) {
+			fmt.Fprintf(prompt, "%s for %s (at least %d characters): ", what, email, console.MinPasswordLength)
+			b, err := term.ReadPassword(int(f.Fd()))
+			fmt.Fprintln(prompt)
+			return string(b), err
+		}
+		pw, err := ask("Console password")
+		if err != nil {
+			return "", fmt.Errorf("reading the password: %w", err)
+		}
+		again, err := ask("The same password again")
+		if err != nil {
+			return "", fmt.Errorf("reading the password: %w", err)
+		}
+		if again != pw {
+			return "", fmt.Errorf("the two passwords differ; nothing was created")
+		}
+		return pw, nil
+	}
+	line, err := bufio.NewReader(stdin).ReadString('\n')
+	if err != nil && line == "" {
+		return "", fmt.Errorf("reading the password from standard input: %w", err)
+	}
+	return strings.TrimRight(line, "\r\n"), nil
 }
