@@ -44,7 +44,7 @@ func (a *agentActor) load() {
 		return
 	}
 	if !found {
-		a.loadErr = errorf(CodeNotFound, "No agent %s exists.", a.id)
+		a.loadErr = errAgentGone(a.id)
 		return
 	}
 	if a.env, err = a.sys.env(a.agent.OwnerID, EnvOf(a.agent.Livemode)); err != nil {

@@ -19,7 +19,7 @@ func (s *System) CreateSpend(ctx context.Context, p Principal, in SpendInput) (S
 		return SpendResult{}, err
 	}
 	if r.Err != nil {
-		return r, r.Err
+		return r, forKey(p, r.Err)
 	}
 	return r, WaitDurable(ctx, r)
 }
@@ -54,7 +54,7 @@ func (s *System) CancelSpend(ctx context.Context, p Principal, spendID string) (
 		if werr := WaitDurable(ctx, r); werr != nil {
 			return r, werr
 		}
-		return r, r.Err
+		return r, forKey(p, r.Err)
 	}
 	return r, WaitDurable(ctx, r)
 }
@@ -133,10 +133,11 @@ func (s *System) visible(p Principal, agentID string, livemode bool) bool {
 func (s *System) Check(ctx context.Context, p Principal, destination string, amount *policy.Amount) (policy.CheckResult, error) {
 	v, err := s.readView(ctx, p.AgentID)
 	if err != nil {
-		return policy.CheckResult{}, err
+		return policy.CheckResult{}, forKey(p, err)
 	}
 	if amount != nil && v.policy.DestinationWindowOver != nil {
-		return s.checkInActor(ctx, p.AgentID, destination, *amount)
+		r, err := s.checkInActor(ctx, p.AgentID, destination, *amount)
+		return r, forKey(p, err)
 	}
 	l := v.ledger // a private copy: the rules roll windows forward on it
 	return policy.Check(v.policy, &l, v.pool(), policy.Subject{Paused: v.paused}, destination, amount, v.env.now(s.clock)), nil
@@ -166,7 +167,7 @@ func (s *System) checkInActor(ctx context.Context, agentID, destination string, 
 func (s *System) Balance(ctx context.Context, p Principal) (policy.Balance, error) {
 	v, err := s.readView(ctx, p.AgentID)
 	if err != nil {
-		return policy.Balance{}, err
+		return policy.Balance{}, forKey(p, err)
 	}
 	now := v.env.now(s.clock)
 	st := v.env.durableState()
@@ -212,7 +213,7 @@ func (s *System) Policy(p Principal, agentID string) (policy.Policy, error) {
 	if ok, err := s.getJSON(bAgents, []byte(agentID), &ag); err != nil {
 		return policy.Policy{}, ErrUnavailable
 	} else if !ok || !s.visible(p, agentID, ag.Livemode) {
-		return policy.Policy{}, errorf(CodeNotFound, "No agent %s exists.", agentID)
+		return policy.Policy{}, forKey(p, errAgentGone(agentID))
 	}
 	out, found, err := effectivePolicy(s.store, agentID, s.nowFor(ag.OwnerID, EnvOf(ag.Livemode)))
 	if err != nil {
@@ -231,7 +232,10 @@ func (s *System) Agent(p Principal, agentID string) (Agent, error) {
 	if ok, err := s.getJSON(bAgents, []byte(agentID), &ag); err != nil {
 		return ag, ErrUnavailable
 	} else if !ok || !s.visible(p, agentID, ag.Livemode) {
-		return ag, errorf(CodeNotFound, "No agent %s exists.", agentID)
+		if agentID == p.AgentID {
+			return ag, forKey(p, errAgentGone(agentID)) // the key's own agent
+		}
+		return ag, errAgentGone(agentID)
 	}
 	return ag, nil
 }

@@ -31,6 +31,25 @@ type Error struct {
 	Param         string
 	ChangedFields []string
 	RetryAfter    int // seconds; 0 when not applicable
+
+	// agentGone marks "no such agent" (see errAgentGone).
+	agentGone bool
+}
+
+// errAgentGone says an agent does not exist (any more).
+func errAgentGone(agentID string) *Error {
+	return &Error{Code: CodeNotFound, Message: fmt.Sprintf("No agent %s exists.", agentID), agentGone: true}
+}
+
+// forKey answers "no such agent" to an agent key as the 401 of any dead
+// key: the key's own agent went (a practice reset removed it) after the
+// key was checked, so the key is dead as well, and an agent learns no
+// more from a dead key than from any other.
+func forKey(p Principal, err error) error {
+	if e, ok := err.(*Error); ok && e.agentGone && p.Kind == KindAgent {
+		return ErrInvalidKey
+	}
+	return err
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
