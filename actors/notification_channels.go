@@ -207,11 +207,22 @@ func (s *System) CreateNotificationChannel(ctx context.Context, p Principal, typ
 	s.channelMu.Lock()
 	defer s.channelMu.Unlock()
 	n := 0
-	if err := s.store.Scan(bNotifyChannels, prefixOf(p.OwnerID, string(p.Env())), nil, false, func(_, _ []byte) bool {
+	var same *NotificationChannel
+	if err := s.store.Scan(bNotifyChannels, prefixOf(p.OwnerID, string(p.Env())), nil, false, func(_, v []byte) bool {
 		n++
+		var ch NotificationChannel
+		if jsonUnmarshal(v, &ch) == nil && ch.Type == typ && sameTarget(typ, ch.Target, target) {
+			same = &ch
+		}
 		return true
 	}); err != nil {
 		return NotificationChannelView{}, ErrUnavailable
+	}
+	if same != nil {
+		// A second channel to the same place would send every notice, and
+		// every decision link, twice.
+		return NotificationChannelView{}, &Error{Code: CodeConflict, Param: "target", Message: fmt.Sprintf(
+			"Channel %s already sends %s notices to this target; each approval is sent there once.", same.ID, typ)}
 	}
 	if n >= MaxNotificationChannels {
 		return NotificationChannelView{}, &Error{Code: CodeQuotaExceeded,
@@ -309,4 +320,14 @@ func (s *System) DeleteNotificationChannel(ctx context.Context, p Principal, id 
 		return NotificationChannelView{}, ErrUnavailable
 	}
 	return ch.View(), nil
+}
+
+// sameTarget reports whether two targets of a type are one place: e-mail
+// addresses compare without case (as mail systems treat them), chat URLs
+// exactly.
+func sameTarget(typ, a, b string) bool {
+	if typ == ChannelEmail {
+		return strings.EqualFold(a, b)
+	}
+	return a == b
 }

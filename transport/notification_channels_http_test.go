@@ -272,3 +272,25 @@ func TestNotificationChannelQuota(t *testing.T) {
 	mustStatus(t, call(t, e.srv, http.MethodDelete, channelsPath+"/"+first, owner, nil, nil), http.StatusOK)
 	addChannel(t, e.srv, owner, "chat", "https://chat.example.com/hooks/again")
 }
+
+// A second channel to the same place would send every notice, and every
+// decision link, twice: it is refused, naming the channel that exists.
+// E-mail addresses compare without case.
+func TestNotificationChannelTwiceIsRefused(t *testing.T) {
+	e := start(t, withMail("127.0.0.1:1"))
+	owner := e.owner.TestKey
+	chat := addChannel(t, e.srv, owner, "chat", "https://chat.example.com/hooks/same")
+	mail := addChannel(t, e.srv, owner, "email", "owner@example.com")
+	for body, existing := range map[string]string{
+		`{"type":"chat","target":"https://chat.example.com/hooks/same"}`: chat["id"].(string),
+		`{"type":"email","target":"OWNER@Example.com"}`:                  mail["id"].(string),
+	} {
+		err := wantError(t, call(t, e.srv, http.MethodPost, channelsPath, owner, nil, body), 409, "invalid_request_error", "state_conflict", "target")
+		if !strings.Contains(err["message"].(string), existing) {
+			t.Errorf("%s: message %q does not name %s", body, err["message"], existing)
+		}
+	}
+	if n := len(channelIDs(t, e.srv, owner)); n != 2 {
+		t.Fatalf("%d channels after the refusals, want 2", n)
+	}
+}

@@ -180,7 +180,7 @@ func TestSpendListFiltersAndSpendPage(t *testing.T) {
 	if !strings.Contains(only.body, settled["id"].(string)) || strings.Contains(only.body, pending["id"].(string)) {
 		t.Fatal("the status filter does not filter")
 	}
-	for _, bad := range []string{"status=lost", "destination=not+a+host", "from=yesterday", "agent_id=nope"} {
+	for _, bad := range []string{"status=lost", "destination=not+a+host", "from=yesterday", "agent_id=nope", "from=2026-11-24&to=2026-11-22"} {
 		if p := c.get("/console/spends?" + bad); p.status != http.StatusBadRequest || !strings.Contains(p.body, `class="error"`) {
 			t.Errorf("%s: %d", bad, p.status)
 		}

@@ -355,5 +355,36 @@ func TestPausedAgentsApprovalSaysSo(t *testing.T) {
 		if says := strings.Contains(p.body, "Resume the agent before approving"); says != step.paused {
 			t.Errorf("after %s the page says the agent is paused: %v\n%s", step.action, says, p.body)
 		}
+		inbox := c.get("/console/approvals")
+		if says := strings.Contains(inbox.body, "Resume the agent to approve"); says != step.paused ||
+			strings.Contains(inbox.body, "?decision=approve") == step.paused {
+			t.Errorf("after %s the inbox says the agent is paused: %v\n%s", step.action, says, inbox.body)
+		}
+	}
+}
+
+// Text an agent wrote is shown as written, not obeyed: a right-to-left
+// override that would make "gnp.exe" read "exe.png" is shown as a
+// replacement character. The memo is labelled as the agent's words.
+func TestAgentTextIsShownNotObeyed(t *testing.T) {
+	srv := guardtest.Start(t)
+	o := newOwner(t, srv)
+	_, agentKey := srv.NewAgent(t, o.testKey, approvalPolicy)
+	r := srv.Do(t, http.MethodPost, "/v1/spends", agentKey, map[string]string{"Idempotency-Key": "bidi"},
+		map[string]any{"amount": "2.00", "destination": "api.vendor.com", "memo": "PAY NOW \u202egnp.exe\u202c",
+			"resource": map[string]string{"url": "https://api.vendor.com/x"}})
+	if r.Status != http.StatusCreated {
+		t.Fatalf("spend: %d %s", r.Status, r.Raw)
+	}
+	c := newClient(t, srv)
+	c.mustSignIn(o)
+	for _, path := range []string{"/console/approvals", "/console/approvals/" + approvalOf(t, r.Body)["id"].(string), "/console/spends"} {
+		p := c.get(path)
+		if strings.ContainsRune(p.body, '\u202e') || !strings.Contains(p.body, "PAY NOW \ufffdgnp.exe\ufffd") {
+			t.Errorf("%s shows the memo obeying its controls:\n%s", path, p.body)
+		}
+	}
+	if p := c.get("/console/approvals"); !strings.Contains(p.body, "Memo (the agent") {
+		t.Errorf("the inbox does not label the memo as the agent's words")
 	}
 }

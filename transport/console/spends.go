@@ -86,6 +86,9 @@ func parseFilter(r *request) (spendFilter, actors.ListParams, string) {
 		t = t.AddDate(0, 0, d.add) // "to" includes its whole day
 		*d.dst = &t
 	}
+	if q.Created.Gte != nil && q.Created.Lt != nil && !q.Created.Gte.Before(*q.Created.Lt) {
+		return f, q, "From must be on or before To."
+	}
 	return f, q, ""
 }
 

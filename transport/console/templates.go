@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // pageNames are the page templates; each is parsed with the layout.
@@ -22,6 +23,7 @@ func parsePages(base string) (map[string]*template.Template, error) {
 			return t.UTC().Format("2006-01-02 15:04 UTC")
 		},
 		"left": timeLeft,
+		"text": visibleText,
 		"str": func(s *string) string {
 			if s == nil {
 				return "—"
@@ -70,4 +72,17 @@ func timeLeft(d time.Duration) string {
 		return fmt.Sprintf("%d min %d s", m, s)
 	}
 	return fmt.Sprintf("%d s", s)
+}
+
+// visibleText shows text an agent wrote as it is: control and invisible
+// formatting characters (a right-to-left override that makes "gnp.exe"
+// read "exe.png") become U+FFFD, seen rather than obeyed. The template
+// escapes the HTML.
+func visibleText(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return unicode.ReplacementChar
+		}
+		return r
+	}, s)
 }
