@@ -64,6 +64,20 @@ func TestPolicyEditShowsTighteningAndLoosening(t *testing.T) {
 	if !strings.Contains(page.body, "A loosening waits") || !strings.Contains(page.body, "*.data-vendor.com") {
 		t.Fatalf("agent page does not show the waiting change:\n%s", page.body)
 	}
+	// Reviewing a tightening while it waits warns that publishing cancels
+	// it, naming what it would have changed.
+	warn := c.post("/console/agents/"+agentID+"/policy/preview", policyForm(token, map[string]string{"daily_cap": "15.00"}), "")
+	if warn.status != http.StatusOK || !strings.Contains(warn.body, "Publishing cancels the change that waits") ||
+		!strings.Contains(warn.body, "*.data-vendor.com") {
+		t.Fatalf("the review of a tightening does not say it cancels the waiting change:\n%s", warn.body)
+	}
+	// A valid_until already past is refused at the review, on the form,
+	// with what was typed kept.
+	past := c.post("/console/agents/"+agentID+"/policy/preview", policyForm(token, map[string]string{"valid_until": "2020-01-01T00:00:00Z", "per_spend_limit": "7.00"}), "")
+	if past.status != http.StatusBadRequest || !strings.Contains(past.body, "valid_until must be in the future") ||
+		!strings.Contains(past.body, `value="7.00"`) {
+		t.Fatalf("a past valid_until at the review: %d\n%s", past.status, past.body)
+	}
 	// It can be cancelled from the page.
 	cancelPath := regexp.MustCompile(`action="(/console/policy_changes/pol_[0-9a-f]{32}/cancel)"`).FindStringSubmatch(page.body)
 	if cancelPath == nil {

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -251,6 +252,10 @@ type previewData struct {
 	Tightens bool
 	Loosens  bool
 	WaitsTil time.Time
+	// Cancels is the waiting loosening this publish would cancel: a new
+	// version in effect at once supersedes what waits (see the actors'
+	// publish).
+	Cancels *pendingView
 }
 
 // policyPreview shows what a new version changes before it is published.
@@ -268,13 +273,26 @@ func (c *Console) policyPreview(r *request) error {
 	if err != nil {
 		return fromActors(err, "The agent's rules could not be read")
 	}
+	now := c.sys.EnvNow(r.who)
+	if vu := rules.ValidUntil; vu != nil && !vu.After(now) && (pol.ValidUntil == nil || !vu.Equal(*pol.ValidUntil)) {
+		// Refused here, where the form keeps what was typed, rather
+		// than at publishing.
+		return c.showAgent(r, 400, fmt.Sprintf("valid_until must be in the future (this environment's clock reads %s); to stop the agent's payments now, pause it.",
+			now.UTC().Format(time.RFC3339)), fields)
+	}
 	d := previewData{Agent: ag, Fields: fields, Changes: classify(pol.Rules, rules)}
 	for _, ch := range d.Changes {
 		d.Tightens = d.Tightens || !ch.Loosens
 		d.Loosens = d.Loosens || ch.Loosens
 	}
 	if d.Loosens {
-		d.WaitsTil = c.sys.EnvNow(r.who).Add(c.sys.LoosenDelay())
+		d.WaitsTil = now.Add(c.sys.LoosenDelay())
+	}
+	if pend, ok, err := c.sys.PendingPolicy(r.who, id); err == nil && ok && d.Tightens {
+		// Whatever tightens is published at once, and a version in effect
+		// supersedes the loosening that waits: say so before the owner
+		// loses it without a word.
+		d.Cancels = &pendingView{Policy: pend, Changes: classify(pol.Rules, pend.Rules)}
 	}
 	return c.ok(r, "preview", "Review rule changes", d)
 }
@@ -299,15 +317,22 @@ func (c *Console) policyPublish(r *request) error {
 		return err
 	}
 	loosens := policy.Loosens(pol.Rules, rules)
+	failed := func(err error) error {
+		if e := actors.AsError(err); e.Param != "" {
+			// A value the rules refuse: back to the form, as typed.
+			return c.showAgent(r, 400, e.Param+": "+e.Message, fields)
+		}
+		return fromActors(err, "The rules were not published")
+	}
 	if loosens {
 		if part, ok := tighteningPart(pol.Rules, rules); ok && len(classify(pol.Rules, part)) > 0 {
 			if err := publish(part); err != nil {
-				return fromActors(err, "The rules were not published")
+				return failed(err)
 			}
 		}
 	}
 	if err := publish(rules); err != nil {
-		return fromActors(err, "The rules were not published")
+		return failed(err)
 	}
 	done := "policy"
 	if loosens {
