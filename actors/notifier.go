@@ -283,7 +283,10 @@ func (n *notifier) compose(approvalID, channelID string) (ApprovalNotice, bool) 
 }
 
 // deliver sends one approval through one channel, retrying while it
-// fails, the approval is pending and attempts are left.
+// fails and the approval is pending: after the delays of NotifyBackoff,
+// every last delay, until the approval is decided or expires. An owner
+// who cannot be reached cannot decide, and an approval lives up to an
+// hour.
 func (n *notifier) deliver(approvalID, channelID string) {
 	backoff := n.sys.cfg.NotifyBackoff
 	for attempt := 1; ; attempt++ {
@@ -307,11 +310,8 @@ func (n *notifier) deliver(approvalID, channelID string) {
 		case errors.As(err, &perm):
 			log.Error("approval notice refused by the channel; not retrying")
 			return
-		case attempt > len(backoff):
-			log.Error("approval notice not delivered; giving up after the last attempt")
-			return
 		}
-		delay := backoff[attempt-1]
+		delay := backoff[min(attempt, len(backoff))-1]
 		if !notice.Now.Add(delay).Before(notice.ExpiresAt) {
 			log.Error("approval notice not delivered; the approval expires before the next attempt")
 			return

@@ -62,8 +62,8 @@ type Config struct {
 	// channels; nil sends nothing and refuses new channels.
 	Messenger Messenger
 	// NotifyBackoff are the delays between attempts of an approval notice
-	// that failed; its length bounds the retries. A notice is not retried
-	// past its approval's expiry.
+	// that failed; past its end the last delay repeats. A notice is not
+	// retried past its approval's expiry, nor once it is decided.
 	NotifyBackoff []time.Duration
 	// NotifyTimeout bounds one attempt to send a notice.
 	NotifyTimeout time.Duration

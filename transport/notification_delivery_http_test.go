@@ -293,3 +293,27 @@ func TestApprovalNoticeMailServerDown(t *testing.T) {
 		t.Errorf("the server saw %d messages, want 2 (one refused, one accepted)", n)
 	}
 }
+
+// A chat that stays down is tried as long as the approval waits: past the
+// growing delays, every 15 minutes, until the approval expires (an hour
+// here), and not after.
+func TestApprovalNoticeRetriedWhileTheApprovalWaits(t *testing.T) {
+	down := guardtest.StartChatServer(t, func(int) int { return http.StatusServiceUnavailable })
+	e := start(t)
+	addChannel(t, e.srv, e.owner.TestKey, "chat", down.URL)
+	_, agentKey := e.srv.NewAgent(t, e.owner.TestKey,
+		`{"per_spend_limit":"100.00","approval_over":"5.00","approval_ttl_minutes":60,"trusted_destinations":["api.vendor.com"]}`)
+	pendingSpend(t, e.srv, agentKey)
+	down.Next(t, deliveryWait)
+	// The delays: 10 s, 30 s, 1, 2, 5, 10, 15 min (33 min 40 s in all),
+	// then 15 min again: attempts at 0 s and 7 more, then at 48 min 40 s;
+	// the next would come after the expiry at 60 min.
+	for range 70 {
+		e.srv.Quiesce(t, deliveryWait)
+		e.srv.Clock.Advance(time.Minute)
+	}
+	e.srv.Quiesce(t, deliveryWait)
+	if n := down.Count(); n != 9 {
+		t.Fatalf("the chat that stayed down got %d attempts over the approval's hour, want 9", n)
+	}
+}
