@@ -182,20 +182,9 @@ func (s *System) CreateNotificationChannel(ctx context.Context, p Principal, typ
 	if p.Kind != KindOwner {
 		return NotificationChannelView{}, errorf(CodeInvalidRequest, "Only an owner key can add notification channels.")
 	}
-	target, verr := validateChannel(typ, target)
+	target, verr := s.checkChannel(p, typ, target)
 	if verr != nil {
 		return NotificationChannelView{}, verr
-	}
-	if typ == ChannelChat && p.Livemode && !s.cfg.PrivateWebhookTargets {
-		if u, err := url.Parse(target); err == nil && !egress.PublicHost(u.Hostname()) {
-			return NotificationChannelView{}, &Error{Code: CodeParameterInvalid, Param: "target", Message: fmt.Sprintf(
-				"target host %s is not a public address (loopback, private, link-local or reserved); a live chat channel posts only to public addresses. Use the chat's public https webhook URL (an operator can allow private targets with private_webhook_targets).",
-				clipText(u.Hostname(), 60))}
-		}
-	}
-	if m := s.cfg.Messenger; m == nil || !m.Supports(typ) {
-		return NotificationChannelView{}, &Error{Code: CodeParameterInvalid, Param: "type",
-			Message: fmt.Sprintf("This server cannot send %s notifications: its operator has not configured them (e-mail needs smtp_addr). Use another type or ask the operator.", typ)}
 	}
 	env, err := s.env(p.OwnerID, p.Env())
 	if err != nil {
@@ -206,25 +195,14 @@ func (s *System) CreateNotificationChannel(ctx context.Context, p Principal, typ
 	// lock until then. Channel changes are rare.
 	s.channelMu.Lock()
 	defer s.channelMu.Unlock()
-	n := 0
-	var same *NotificationChannel
-	if err := s.store.Scan(bNotifyChannels, prefixOf(p.OwnerID, string(p.Env())), nil, false, func(_, v []byte) bool {
-		n++
-		var ch NotificationChannel
-		if jsonUnmarshal(v, &ch) == nil && ch.Type == typ && sameTarget(typ, ch.Target, target) {
-			same = &ch
-		}
-		return true
-	}); err != nil {
+	chans, err := s.channelsOf(p.OwnerID, p.Env())
+	if err != nil {
 		return NotificationChannelView{}, ErrUnavailable
 	}
-	if same != nil {
-		// A second channel to the same place would send every notice, and
-		// every decision link, twice.
-		return NotificationChannelView{}, &Error{Code: CodeConflict, Param: "target", Message: fmt.Sprintf(
-			"Channel %s already sends %s notices to this target; each approval is sent there once.", same.ID, typ)}
+	if err := sameChannel(chans, "", typ, target); err != nil {
+		return NotificationChannelView{}, err
 	}
-	if n >= MaxNotificationChannels {
+	if n := len(chans); n >= MaxNotificationChannels {
 		return NotificationChannelView{}, &Error{Code: CodeQuotaExceeded,
 			Message: fmt.Sprintf("This environment already has %d notification channels, the most allowed; delete one first.", MaxNotificationChannels)}
 	}
@@ -287,14 +265,24 @@ func (s *System) channel(ownerID string, env Env, id string) (NotificationChanne
 	return ch, ok, err
 }
 
-// NotificationChannel reads one channel of the principal's environment.
-func (s *System) NotificationChannel(p Principal, id string) (NotificationChannelView, error) {
+// ownChannel reads one channel of the principal's environment, or says
+// it does not exist.
+func (s *System) ownChannel(p Principal, id string) (NotificationChannel, error) {
 	ch, ok, err := s.channel(p.OwnerID, p.Env(), id)
 	if err != nil {
-		return NotificationChannelView{}, ErrUnavailable
+		return ch, ErrUnavailable
 	}
 	if !ok {
-		return NotificationChannelView{}, errorf(CodeNotFound, "No notification channel %s exists.", id)
+		return ch, errorf(CodeNotFound, "No notification channel %s exists.", id)
+	}
+	return ch, nil
+}
+
+// NotificationChannel reads one channel of the principal's environment.
+func (s *System) NotificationChannel(p Principal, id string) (NotificationChannelView, error) {
+	ch, err := s.ownChannel(p, id)
+	if err != nil {
+		return NotificationChannelView{}, err
 	}
 	return ch.View(), nil
 }
@@ -307,16 +295,94 @@ func (s *System) DeleteNotificationChannel(ctx context.Context, p Principal, id 
 	}
 	s.channelMu.Lock()
 	defer s.channelMu.Unlock()
-	ch, ok, err := s.channel(p.OwnerID, p.Env(), id)
+	ch, err := s.ownChannel(p, id)
 	if err != nil {
-		return NotificationChannelView{}, ErrUnavailable
-	}
-	if !ok {
-		return NotificationChannelView{}, errorf(CodeNotFound, "No notification channel %s exists.", id)
+		return NotificationChannelView{}, err
 	}
 	c := &change{}
 	c.del(bNotifyChannels, channelKey(p.OwnerID, p.Env(), id))
 	if err := s.commit(s.store.Gen(), nil, c).Wait(ctx); err != nil {
+		return NotificationChannelView{}, ErrUnavailable
+	}
+	return ch.View(), nil
+}
+
+// checkChannel checks a channel's type and target for the principal's
+// environment and returns the target as it will be stored.
+func (s *System) checkChannel(p Principal, typ, target string) (string, *Error) {
+	target, verr := validateChannel(typ, target)
+	if verr != nil {
+		return "", verr
+	}
+	if typ == ChannelChat && p.Livemode && !s.cfg.PrivateWebhookTargets {
+		if u, err := url.Parse(target); err == nil && !egress.PublicHost(u.Hostname()) {
+			return "", &Error{Code: CodeParameterInvalid, Param: "target", Message: fmt.Sprintf(
+				"target host %s is not a public address (loopback, private, link-local or reserved); a live chat channel posts only to public addresses. Use the chat's public https webhook URL (an operator can allow private targets with private_webhook_targets).",
+				clipText(u.Hostname(), 60))}
+		}
+	}
+	if m := s.cfg.Messenger; m == nil || !m.Supports(typ) {
+		return "", &Error{Code: CodeParameterInvalid, Param: "type",
+			Message: fmt.Sprintf("This server cannot send %s notifications: its operator has not configured them (e-mail needs smtp_addr). Use another type or ask the operator.", typ)}
+	}
+	return target, nil
+}
+
+// sameChannel refuses a target another channel of the environment (other
+// than except) already has: a second channel to the same place would send
+// every notice, and every decision link, twice.
+func sameChannel(chans []NotificationChannel, except, typ, target string) *Error {
+	for _, ch := range chans {
+		if ch.ID != except && ch.Type == typ && sameTarget(typ, ch.Target, target) {
+			return &Error{Code: CodeConflict, Param: "target", Message: fmt.Sprintf(
+				"Channel %s already sends %s notices to this target; each approval is sent there once.", ch.ID, typ)}
+		}
+	}
+	return nil
+}
+
+// UpdateNotificationChannel points a channel at a new target of its type
+// and emits notification_channel.updated: where approval links go is
+// worth an audit trail. Notices already sent through the channel are not
+// sent again; the next ones go to the new target. The type stays (delete
+// the channel and add one of the other type).
+func (s *System) UpdateNotificationChannel(ctx context.Context, p Principal, id, target string) (NotificationChannelView, error) {
+	if p.Kind != KindOwner {
+		return NotificationChannelView{}, errorf(CodeInvalidRequest, "Only an owner key can change notification channels.")
+	}
+	s.channelMu.Lock()
+	defer s.channelMu.Unlock()
+	ch, err := s.ownChannel(p, id)
+	if err != nil {
+		return NotificationChannelView{}, err
+	}
+	target, verr := s.checkChannel(p, ch.Type, target)
+	if verr != nil {
+		return NotificationChannelView{}, verr
+	}
+	if target == ch.Target {
+		return ch.View(), nil // nothing changes
+	}
+	chans, err := s.channelsOf(p.OwnerID, p.Env())
+	if err != nil {
+		return NotificationChannelView{}, ErrUnavailable
+	}
+	if err := sameChannel(chans, id, ch.Type, target); err != nil {
+		return NotificationChannelView{}, err
+	}
+	env, err := s.env(p.OwnerID, p.Env())
+	if err != nil {
+		return NotificationChannelView{}, err
+	}
+	ch.Target = target
+	now := s.nowFor(p.OwnerID, p.Env())
+	c := &change{}
+	env.mu.Lock()
+	c.put(bNotifyChannels, channelKey(p.OwnerID, p.Env(), ch.ID), ch)
+	c.event(env, "", "notification_channel.updated", ch.View(), audienceOwner, now)
+	t := s.commit(s.store.Gen(), env, c)
+	env.mu.Unlock()
+	if err := t.Wait(ctx); err != nil {
 		return NotificationChannelView{}, ErrUnavailable
 	}
 	return ch.View(), nil

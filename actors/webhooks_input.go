@@ -24,7 +24,7 @@ func knownEventType(t string) bool {
 		"api_key.created", "api_key.rotated", "api_key.revoked",
 		"destination.added", "destination.removed",
 		"webhook_endpoint.created", "webhook_endpoint.paused",
-		"notification_channel.added",
+		"notification_channel.added", "notification_channel.updated",
 		"webhook.test":
 		return true
 	}

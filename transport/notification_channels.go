@@ -10,9 +10,10 @@ import (
 )
 
 // notificationRoutes registers the owner's notification channels
-// (api-decisions.md: CRUD /v1/notification_channels[/{id}]). A channel is
-// not edited in place: delete it and add the new one.
+// (api-decisions.md: CRUD /v1/notification_channels[/{id}]). An update
+// changes a channel's target; its type stays.
 func (s *Server) notificationRoutes(r *router.Router) {
+	r.POST("/v1/notification_channels/{id}", s.wrap(s.ownerOnly(noQuery(s.updateNotificationChannel), ratelimit.AdminWrites)))
 	r.POST("/v1/notification_channels", s.wrap(s.ownerOnly(noQuery(s.createNotificationChannel), ratelimit.AdminWrites)))
 	r.GET("/v1/notification_channels", s.wrap(s.ownerOnly(s.listNotificationChannels)))
 	r.GET("/v1/notification_channels/{id}", s.wrap(s.ownerOnly(noQuery(s.getNotificationChannel))))
@@ -47,6 +48,43 @@ func (s *Server) createNotificationChannel(c *call) *apiError {
 		return fromActors(err)
 	}
 	writeJSON(c.ctx, 201, c.reqID, ch)
+	return nil
+}
+
+// updateNotificationChannel answers POST /v1/notification_channels/{id}:
+// {"target": ...}, and "type" only as the channel's own.
+func (s *Server) updateNotificationChannel(c *call) *apiError {
+	id, _ := c.ctx.UserValue("id").(string)
+	if err := requireJSON(c); err != nil {
+		return err
+	}
+	var body notificationChannelBody
+	if err := decodeStrict(c.ctx.PostBody(), &body); err != nil {
+		return err
+	}
+	if err := refuseNulls(c.ctx.PostBody(), "type", "target"); err != nil {
+		return err
+	}
+	if body.Target == nil {
+		return badParam(codeParameterMissing, "target",
+			"target is required: the channel's new e-mail address or incoming-webhook URL (https://...).")
+	}
+	if body.Type != nil {
+		cur, err := s.sys.NotificationChannel(c.who, id)
+		if err != nil {
+			return fromActors(err)
+		}
+		if *body.Type != cur.Type {
+			return badParam(codeParameterInvalid, "type", "A channel's type cannot change; delete this "+cur.Type+" channel and add a "+clip(*body.Type, 20)+" one.")
+		}
+	}
+	ctx, cancel := requestContext(10 * time.Second)
+	defer cancel()
+	ch, err := s.sys.UpdateNotificationChannel(ctx, c.who, id, *body.Target)
+	if err != nil {
+		return fromActors(err)
+	}
+	writeJSON(c.ctx, 200, c.reqID, ch)
 	return nil
 }
 

@@ -294,3 +294,36 @@ func TestNotificationChannelTwiceIsRefused(t *testing.T) {
 		t.Fatalf("%d channels after the refusals, want 2", n)
 	}
 }
+
+// A channel's target can change (notification_channel.updated says so);
+// its type cannot, and a target another channel has is refused.
+func TestNotificationChannelUpdate(t *testing.T) {
+	e := start(t, withMail("127.0.0.1:1"))
+	owner := e.owner.TestKey
+	ch := addChannel(t, e.srv, owner, "email", "old@example.com")
+	other := addChannel(t, e.srv, owner, "email", "other@example.com")
+	path := channelsPath + "/" + ch["id"].(string)
+	r := call(t, e.srv, http.MethodPost, path, owner, nil, `{"target":"new@example.com"}`)
+	mustStatus(t, r, http.StatusOK)
+	if r.Body["id"] != ch["id"] || r.Body["target"] != "new@example.com" || r.Body["type"] != "email" {
+		t.Fatalf("update answered %s", r.Raw)
+	}
+	if got := call(t, e.srv, http.MethodGet, path, owner, nil, nil); got.Body["target"] != "new@example.com" {
+		t.Fatalf("after the update the channel reads %s", got.Raw)
+	}
+	if ids, _ := listIDs(t, e.srv, owner, "/v1/events?type=notification_channel.updated"); len(ids) != 1 {
+		t.Fatalf("%d notification_channel.updated events, want 1", len(ids))
+	}
+	wantError(t, call(t, e.srv, http.MethodPost, path, owner, nil, `{"type":"chat","target":"https://chat.example.com/h"}`),
+		400, "invalid_request_error", "parameter_invalid", "type")
+	wantError(t, call(t, e.srv, http.MethodPost, path, owner, nil, `{"target":"Other@Example.com"}`),
+		409, "invalid_request_error", "state_conflict", "target")
+	wantError(t, call(t, e.srv, http.MethodPost, path, owner, nil, `{"target":"not an address"}`),
+		400, "invalid_request_error", "parameter_invalid", "target")
+	wantError(t, call(t, e.srv, http.MethodPost, path, owner, nil, `{}`), 400, "invalid_request_error", "parameter_missing", "target")
+	wantError(t, call(t, e.srv, http.MethodPost, channelsPath+"/"+other["id"].(string), e.srv.NewOwner(t).TestKey, nil, `{"target":"x@example.com"}`),
+		404, "not_found_error", "resource_missing", "")
+	if got := call(t, e.srv, http.MethodGet, path, owner, nil, nil); got.Body["target"] != "new@example.com" {
+		t.Fatalf("refused updates changed the channel: %s", got.Raw)
+	}
+}

@@ -195,6 +195,7 @@ func TestRateLimitedAnswersMatchDocument(t *testing.T) {
 		{"POST", "/v1/notification_channels", owner, `{"type":"chat","target":"https://chat.example.com/hook"}`},
 		{"GET", "/v1/notification_channels", owner, ""},
 		{"GET", "/v1/notification_channels/ntc_00000000000000000000000000000000", owner, ""},
+		{"POST", "/v1/notification_channels/ntc_00000000000000000000000000000000", owner, `{"target":"https://chat.example.com/hook2"}`},
 		{"DELETE", "/v1/notification_channels/ntc_00000000000000000000000000000000", owner, ""},
 	} {
 		r := h.do(c.method, c.path, c.key, map[string]string{"Idempotency-Key": "rl-key"}, c.body)
