@@ -74,7 +74,7 @@ func TestPolicyEditShowsTighteningAndLoosening(t *testing.T) {
 	// A valid_until already past is refused at the review, on the form,
 	// with what was typed kept.
 	past := c.post("/console/agents/"+agentID+"/policy/preview", policyForm(token, map[string]string{"valid_until": "2020-01-01T00:00:00Z", "per_spend_limit": "7.00"}), "")
-	if past.status != http.StatusBadRequest || !strings.Contains(past.body, "valid_until must be in the future") ||
+	if past.status != http.StatusBadRequest || !strings.Contains(past.body, "must be in the future") || !strings.Contains(past.body, `aria-invalid="true"`) ||
 		!strings.Contains(past.body, `value="7.00"`) {
 		t.Fatalf("a past valid_until at the review: %d\n%s", past.status, past.body)
 	}
@@ -91,8 +91,13 @@ func TestPolicyEditShowsTighteningAndLoosening(t *testing.T) {
 	}
 	// A bad field is named, and nothing is published.
 	p = c.post("/console/agents/"+agentID+"/policy/preview", policyForm(token, map[string]string{"daily_cap": "lots"}), "")
-	if p.status != http.StatusBadRequest || !strings.Contains(p.body, "daily_cap") {
+	if p.status != http.StatusBadRequest || !strings.Contains(p.body, "Daily cap") || !strings.Contains(p.body, `value="lots"`) {
 		t.Fatalf("bad field: %d\n%s", p.status, p.body)
+	}
+	// A bad line of a list is named by its label and line, counted from 1.
+	p = c.post("/console/agents/"+agentID+"/policy/preview", policyForm(token, map[string]string{"trusted_destinations": "api.vendor.com\r\nnot a host"}), "")
+	if p.status != http.StatusBadRequest || !strings.Contains(p.body, "Trusted destinations, line 2:") {
+		t.Fatalf("bad list line: %d\n%s", p.status, p.body)
 	}
 }
 
@@ -156,8 +161,13 @@ func TestKeysCreateRotateRevoke(t *testing.T) {
 	if r := srv.Do(t, http.MethodGet, "/v1/balance", secret, nil, nil); r.Status != http.StatusUnauthorized {
 		t.Fatalf("old key after rotation without grace: %d", r.Status)
 	}
-	if p := c.post("/console/keys/"+newest+"/rotate", url.Values{"csrf": {token}, "grace_period_hours": {"500"}}, ""); p.status != http.StatusBadRequest {
-		t.Fatalf("grace 500 h: %d", p.status)
+	active := regexp.MustCompile(`action="/console/keys/(key_[0-9a-f]{32})/rotate"`).FindStringSubmatch(c.get("/console/keys").body)
+	if active == nil {
+		t.Fatal("no active key to rotate")
+	}
+	if p := c.post("/console/keys/"+active[1]+"/rotate", url.Values{"csrf": {token}, "grace_period_hours": {"500"}}, ""); p.status != http.StatusBadRequest ||
+		!strings.Contains(p.body, "from 0 to 168") || !strings.Contains(p.body, `value="500"`) || !strings.Contains(p.body, "Create key") {
+		t.Fatalf("grace 500 h: %d (want the keys page, the value kept)\n%s", p.status, p.body)
 	}
 	list = c.get("/console/keys")
 	ids := regexp.MustCompile(`href="/console/keys/(key_[0-9a-f]{32})/revoke"`).FindAllStringSubmatch(list.body, -1)

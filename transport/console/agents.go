@@ -104,7 +104,27 @@ var ruleFields = []ruleField{
 // formField is a rule field with the value the form shows.
 type formField struct {
 	ruleField
-	Value string
+	Value   string
+	Invalid bool // the field the error above the form is about
+}
+
+// fieldProblem words an error about a rule field for the form: by the
+// field's label, with the line of a list counted from 1, and marks the
+// field, so that the owner sees where to look.
+func fieldProblem(param, message string, fields []formField) string {
+	name, line := param, ""
+	if i := strings.IndexByte(param, '['); i > 0 && strings.HasSuffix(param, "]") {
+		if n, err := strconv.Atoi(param[i+1 : len(param)-1]); err == nil {
+			name, line = param[:i], fmt.Sprintf(", line %d", n+1)
+		}
+	}
+	for i := range fields {
+		if fields[i].Name == name {
+			fields[i].Invalid = true
+			return fields[i].Label + line + ": " + message
+		}
+	}
+	return param + ": " + message
 }
 
 func fieldsOf(rules policy.Rules) []formField {
@@ -267,7 +287,7 @@ func (c *Console) policyPreview(r *request) error {
 	}
 	rules, fields, ferr := rulesFromForm(r)
 	if ferr != nil {
-		return c.showAgent(r, 400, ferr.Param+": "+ferr.Message, fields)
+		return c.showAgent(r, 400, fieldProblem(ferr.Param, ferr.Message, fields), fields)
 	}
 	pol, err := c.sys.Policy(r.who, id)
 	if err != nil {
@@ -277,8 +297,8 @@ func (c *Console) policyPreview(r *request) error {
 	if vu := rules.ValidUntil; vu != nil && !vu.After(now) && (pol.ValidUntil == nil || !vu.Equal(*pol.ValidUntil)) {
 		// Refused here, where the form keeps what was typed, rather
 		// than at publishing.
-		return c.showAgent(r, 400, fmt.Sprintf("valid_until must be in the future (this environment's clock reads %s); to stop the agent's payments now, pause it.",
-			now.UTC().Format(time.RFC3339)), fields)
+		return c.showAgent(r, 400, fieldProblem("valid_until", fmt.Sprintf("must be in the future (this environment's clock reads %s); to stop the agent's payments now, pause it.",
+			now.UTC().Format(time.RFC3339)), fields), fields)
 	}
 	d := previewData{Agent: ag, Fields: fields, Changes: classify(pol.Rules, rules)}
 	for _, ch := range d.Changes {
@@ -304,7 +324,7 @@ func (c *Console) policyPublish(r *request) error {
 	id := param(r, "id")
 	rules, fields, ferr := rulesFromForm(r)
 	if ferr != nil {
-		return c.showAgent(r, 400, ferr.Param+": "+ferr.Message, fields)
+		return c.showAgent(r, 400, fieldProblem(ferr.Param, ferr.Message, fields), fields)
 	}
 	pol, err := c.sys.Policy(r.who, id)
 	if err != nil {
@@ -320,7 +340,7 @@ func (c *Console) policyPublish(r *request) error {
 	failed := func(err error) error {
 		if e := actors.AsError(err); e.Param != "" {
 			// A value the rules refuse: back to the form, as typed.
-			return c.showAgent(r, 400, e.Param+": "+e.Message, fields)
+			return c.showAgent(r, 400, fieldProblem(e.Param, e.Message, fields), fields)
 		}
 		return fromActors(err, "The rules were not published")
 	}

@@ -19,9 +19,18 @@ type keysData struct {
 	Keys   []keyRow
 	Agents []actors.Agent
 	Done   string
+	Error  string // a refused change, shown above the keys
+	// Grace and GraceFor keep a refused rotation's typed grace period in
+	// its key's form.
+	Grace, GraceFor string
 }
 
 func (c *Console) keyList(r *request) error {
+	return c.keysPage(r, 200, keysData{Done: doneText(query(r, "done"))})
+}
+
+// keysPage renders the key list with d's message.
+func (c *Console) keysPage(r *request, status int, d keysData) error {
 	keys, err := c.sys.ListKeys(r.who)
 	if err != nil {
 		return fromActors(err, "Keys could not be listed")
@@ -30,7 +39,6 @@ func (c *Console) keyList(r *request) error {
 	if err != nil {
 		return fromActors(err, "Keys could not be listed")
 	}
-	d := keysData{Done: doneText(query(r, "done"))}
 	for _, ag := range agents {
 		if ag.Status != actors.AgentArchived {
 			d.Agents = append(d.Agents, ag)
@@ -52,7 +60,8 @@ func (c *Console) keyList(r *request) error {
 		}
 		d.Keys = append(d.Keys, row)
 	}
-	return c.ok(r, "keys", "Keys", d)
+	c.render(r, status, "keys", "Keys", "", d)
+	return nil
 }
 
 type secretData struct {
@@ -94,10 +103,12 @@ func (c *Console) ownerKeyCreate(r *request) error {
 // keyRotate replaces a key, keeping the old one working for the grace
 // period, and shows the new secret once.
 func (c *Console) keyRotate(r *request) error {
-	hours, err := strconv.Atoi(form(r, "grace_period_hours"))
+	typed := form(r, "grace_period_hours")
+	hours, err := strconv.Atoi(typed)
 	if err != nil || hours < 0 || hours > 168 {
-		return &pageError{status: 400, title: "No key was rotated",
-			message: "The grace period must be a whole number of hours from 0 to 168."}
+		// Back to the keys, with the value as typed in its key's form.
+		return c.keysPage(r, 400, keysData{Error: "No key was rotated: the grace period (how long the old key keeps working) must be a whole number of hours from 0 to 168, not \"" +
+			typed + "\".", Grace: typed, GraceFor: param(r, "id")})
 	}
 	if err := c.limit(r, ratelimit.KeyChanges, r.who.OwnerID); err != nil {
 		return err
