@@ -111,6 +111,12 @@ func (s *System) CreateAgent(ctx context.Context, p Principal, name string, in *
 		return Agent{}, policy.Policy{}, err
 	}
 	now := s.nowFor(p.OwnerID, p.Env())
+	if vu := rules.ValidUntil; vu != nil && !vu.After(now) {
+		// As a publish refuses it: an agent whose rules ended before it
+		// began would decline every payment, without a word.
+		return Agent{}, policy.Policy{}, &Error{Code: CodeParameterInvalid, Param: "policy.valid_until", Message: fmt.Sprintf(
+			"valid_until must be in the future (the agent's clock reads %s).", now.UTC().Format(time.RFC3339))}
+	}
 	ag := Agent{ID: NewID("agt", now), Object: "agent", OwnerID: p.OwnerID, Name: name, Status: AgentActive,
 		Livemode: p.Livemode, PolicyVersion: 1, CreatedAt: now}
 	pol := policy.NewPolicy(NewID("pol", now), ag.ID, 1, rules, p.Livemode, now, now)

@@ -27,6 +27,28 @@ type policyBody struct {
 	ValidUntil            json.RawMessage `json:"valid_until"`
 }
 
+// policyNotNull are the policy fields that take no null: only
+// lifetime_cap, destination_window_over and valid_until do (null: none).
+var policyNotNull = []string{"per_spend_limit", "daily_cap", "monthly_cap", "allowed_destinations", "trusted_destinations",
+	"blocked_destinations", "unknown_destination", "approval_over", "max_pending", "approval_ttl_minutes"}
+
+// refusePolicyNulls names a field of a policy body sent as null where it
+// takes none. Decoded, null reads as "left out", which means the default:
+// "daily_cap": null would publish 50.00 where the owner meant no cap.
+func refusePolicyNulls(raw []byte, prefix string) *apiError {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil {
+		return nil // decodeStrict has judged the body already
+	}
+	for _, f := range policyNotNull {
+		if v, ok := fields[f]; ok && string(v) == "null" {
+			return badParam(codeParameterInvalid, prefix+f, prefix+f+
+				" cannot be null (only lifetime_cap, destination_window_over and valid_until take null, meaning none); give a value, or leave it out for the default.")
+		}
+	}
+	return nil
+}
+
 // refuseNulls names the first of fields that body sends as null. In a
 // partial update, null would read as "left out" and change nothing, while
 // the client meant to clear the value: a success there would hide that the
@@ -97,6 +119,14 @@ func (s *Server) createAgent(c *call) *apiError {
 	}
 	var in *policy.RulesInput
 	if body.Policy != nil {
+		var raw struct {
+			Policy json.RawMessage `json:"policy"`
+		}
+		if json.Unmarshal(c.ctx.PostBody(), &raw) == nil {
+			if err := refusePolicyNulls(raw.Policy, "policy."); err != nil {
+				return err
+			}
+		}
 		ri, err := body.Policy.input("policy.")
 		if err != nil {
 			return err
@@ -159,6 +189,9 @@ func (s *Server) publishPolicy(c *call) *apiError {
 	}
 	var body policyBody
 	if err := decodeStrict(c.ctx.PostBody(), &body); err != nil {
+		return err
+	}
+	if err := refusePolicyNulls(c.ctx.PostBody(), ""); err != nil {
 		return err
 	}
 	in, aerr := body.input("")

@@ -235,3 +235,33 @@ func TestValidUntilInThePastIsRefused(t *testing.T) {
 	quiesce(t, e.srv)
 	addDestination(t, e, "blocked", "junk.example.com")
 }
+
+// An agent cannot be created with rules that already ended, as a publish
+// cannot set them; and a policy field that takes no null is refused by
+// name rather than read as "left out" (its default): "daily_cap": null
+// would publish 50.00 where the owner meant no cap.
+func TestPolicyBodiesRefuseWhatTheyCannotMean(t *testing.T) {
+	e := start(t)
+	owner := e.owner.TestKey
+	before, _ := listIDs(t, e.srv, owner, "/v1/agents")
+	wantError(t, call(t, e.srv, http.MethodPost, "/v1/agents", owner, nil, `{"name":"late","policy":{"valid_until":"2020-01-01T00:00:00Z"}}`),
+		400, "invalid_request_error", "parameter_invalid", "policy.valid_until")
+	wantError(t, call(t, e.srv, http.MethodPost, "/v1/agents", owner, nil, `{"name":"nulls","policy":{"per_spend_limit":null}}`),
+		400, "invalid_request_error", "parameter_invalid", "policy.per_spend_limit")
+	if after, _ := listIDs(t, e.srv, owner, "/v1/agents"); len(after) != len(before) {
+		t.Fatalf("refused creations made %d agents", len(after)-len(before))
+	}
+	path := "/v1/agents/" + e.agentID + "/policy"
+	version := call(t, e.srv, http.MethodGet, path, owner, nil, nil).Body["version"]
+	for _, f := range []string{"daily_cap", "max_pending", "trusted_destinations", "unknown_destination"} {
+		err := wantError(t, call(t, e.srv, http.MethodPost, path, owner, nil, `{"`+f+`":null}`), 400, "invalid_request_error", "parameter_invalid", f)
+		if !strings.Contains(err["message"].(string), "leave it out for the default") {
+			t.Errorf("%s: null refused without saying what to do: %q", f, err["message"])
+		}
+	}
+	if v := call(t, e.srv, http.MethodGet, path, owner, nil, nil).Body["version"]; v != version {
+		t.Fatalf("refused publishes moved the version from %v to %v", version, v)
+	}
+	// The fields that take null still do: no lifetime cap.
+	mustStatus(t, call(t, e.srv, http.MethodPost, path, owner, nil, `{"lifetime_cap":null}`), http.StatusOK)
+}
