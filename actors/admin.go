@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/agentpay/guard/persistence"
@@ -22,12 +23,21 @@ const (
 )
 
 // agentName checks an agent's name as create and rename take it: trimmed,
-// 1 to MaxAgentNameLength characters.
+// 1 to MaxAgentNameLength characters, printable. A name reaches the
+// console, e-mails, chat messages and terminals: a control character (a
+// new line, an escape sequence) or an invisible one (a zero-width space,
+// a right-to-left override) would forge or hide text there.
 func agentName(name string) (string, *Error) {
 	name = strings.TrimSpace(name)
 	if name == "" || utf8.RuneCountInString(name) > MaxAgentNameLength {
 		return "", &Error{Code: CodeParameterInvalid, Param: "name",
 			Message: fmt.Sprintf("name must be 1 to %d characters (not only spaces).", MaxAgentNameLength)}
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return "", &Error{Code: CodeParameterInvalid, Param: "name",
+				Message: fmt.Sprintf("name must be printable text: no control or invisible formatting characters (it has U+%04X).", r)}
+		}
 	}
 	return name, nil
 }

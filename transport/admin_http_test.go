@@ -165,6 +165,9 @@ func TestDestinationEvents(t *testing.T) {
 			t.Fatalf("%d %s events after re-adding a pattern, want 1", len(ids), typ)
 		}
 	}
+	// A removal takes no body: one sent is refused, and nothing is removed.
+	wantError(t, call(t, e.srv, http.MethodDelete, "/v1/agents/"+e.agentID+"/destinations/trusted/api.vendor.com", e.owner.TestKey, nil, `{"unknown_field":1}`),
+		400, "invalid_request_error", "parameter_invalid", "")
 	mustStatus(t, call(t, e.srv, http.MethodDelete, "/v1/agents/"+e.agentID+"/destinations/trusted/api.vendor.com", e.owner.TestKey, nil, nil), http.StatusOK)
 	if ids, _ := listIDs(t, e.srv, e.owner.TestKey, "/v1/events?type=destination.removed"); len(ids) != 1 {
 		t.Fatalf("%d destination.removed events, want 1", len(ids))

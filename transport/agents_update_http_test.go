@@ -43,6 +43,13 @@ func TestRenameAgent(t *testing.T) {
 		{`{"name":"` + strings.Repeat("n", 101) + `"}`, "parameter_invalid"},
 		{`{"name":7}`, "parameter_invalid"},
 		{`{"name":"x","livemode":true}`, "parameter_unknown"},
+		// Control and invisible characters would forge or hide text where
+		// names are shown (console, e-mail, chat, terminals).
+		{`{"name":"bad\u0000name"}`, "parameter_invalid"},
+		{`{"name":"line1\nline2"}`, "parameter_invalid"},
+		{`{"name":"red\u001b[31m"}`, "parameter_invalid"},
+		{`{"name":"\u200b"}`, "parameter_invalid"},
+		{`{"name":"pay \u202egnp.exe"}`, "parameter_invalid"},
 	} {
 		r := call(t, e.srv, http.MethodPost, "/v1/agents/"+e.agentID, e.owner.TestKey, nil, c.body)
 		if r.Status != http.StatusBadRequest || errorOf(t, r)["code"] != c.code {

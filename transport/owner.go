@@ -245,6 +245,9 @@ func (s *Server) addDestination(c *call) *apiError {
 
 func (s *Server) removeDestination(c *call) *apiError {
 	id, _ := c.ctx.UserValue("id").(string)
+	if len(c.ctx.PostBody()) > 0 {
+		return badParam(codeParameterInvalid, "", "This operation takes no body; send an empty request.")
+	}
 	list, _ := c.ctx.UserValue("list").(string)
 	pattern, _ := c.ctx.UserValue("pattern").(string)
 	if p, err := url.PathUnescape(pattern); err == nil {

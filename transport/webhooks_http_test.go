@@ -209,7 +209,8 @@ func clipString(s string) string {
 func TestLiveWebhookEndpointsArePublic(t *testing.T) {
 	e := start(t)
 	for _, u := range []string{"http://127.0.0.1:9/x", "http://localhost:9/x", "https://169.254.169.254/latest",
-		"https://10.0.0.1/h", "https://[::ffff:127.0.0.1]/x", "https://[fd00::1]/x", "https://api.localhost/x"} {
+		"https://10.0.0.1/h", "https://[::ffff:127.0.0.1]/x", "https://[fd00::1]/x", "https://api.localhost/x",
+		"https://127.1/h", "https://2130706433/h", "https://0177.0.0.1/h", "https://0x7f000001/h"} {
 		r := call(t, e.srv, http.MethodPost, "/v1/webhook_endpoints", e.owner.LiveKey, nil,
 			`{"url":"`+u+`","enabled_events":["*"]}`)
 		if r.Status != 400 || errorOf(t, r)["param"] != "url" || !strings.Contains(errorOf(t, r)["message"].(string), "public") {

@@ -71,7 +71,21 @@ func PublicHost(host string) bool {
 	if ip, err := netip.ParseAddr(host); err == nil {
 		return Public(ip)
 	}
-	return true
+	// A name whose last label is a number is an IPv4 address written in a
+	// form netip does not read (127.1, 2130706433, 0177.0.0.1,
+	// 0x7f000001), which some resolvers still turn into that address. No
+	// public name ends in a numeric label (RFC 3696, section 2).
+	h := strings.TrimSuffix(host, ".")
+	return !numericLabel(h[strings.LastIndexByte(h, '.')+1:])
+}
+
+// numericLabel reports a label of decimal digits, or 0x and hex digits.
+func numericLabel(l string) bool {
+	if len(l) > 2 && (l[:2] == "0x" || l[:2] == "0X") {
+		l = l[2:]
+		return strings.Trim(l, "0123456789abcdefABCDEF") == ""
+	}
+	return l != "" && strings.Trim(l, "0123456789") == ""
 }
 
 // RefusedError is the error of a connection Dialer would not make.

@@ -54,6 +54,9 @@ func TestPublicHost(t *testing.T) {
 	for host, want := range map[string]bool{
 		"hooks.example.com": true, "localhost": false, "LocalHost": false, "api.localhost": false, "localhost.": false,
 		"127.0.0.1": false, "::1": false, "169.254.169.254": false, "8.8.8.8": true, "::ffff:10.0.0.1": false,
+		// IPv4 in the forms of inet_aton, which netip does not read.
+		"127.1": false, "2130706433": false, "0177.0.0.1": false, "0x7f000001": false, "10.1.": false,
+		"hooks.example.123abc": true, "x0x7f.example.com": true,
 	} {
 		if got := PublicHost(host); got != want {
 			t.Errorf("PublicHost(%q) = %v, want %v", host, got, want)
