@@ -38,9 +38,26 @@ func decodeStrict(body []byte, v any) *apiError {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return decodeError(err)
+		return bodyError(body, err)
 	}
 	return nil
+}
+
+// bodyError is decodeError with syntax errors placed exactly. A
+// tokenizer's SyntaxError counts its offset from where its last value
+// began, so "{\"a\": x}" would be reported at byte 4 and trailing data at
+// the wrong place; checking the whole body again names the byte (counted
+// from 1) where it goes wrong, and tells trailing data apart.
+func bodyError(body []byte, err error) *apiError {
+	var se *json.SyntaxError
+	if !errors.As(err, &se) {
+		return decodeError(err)
+	}
+	var whole json.RawMessage
+	if errors.As(json.Unmarshal(body, &whole), &se) && strings.HasSuffix(se.Error(), "after top-level value") {
+		return badParam(codeInvalidJSON, "", fmt.Sprintf("The request body has data after the JSON object (at byte %d); send exactly one object.", se.Offset))
+	}
+	return decodeError(se)
 }
 
 // checkUTF8 refuses a body that is not UTF-8, as JSON text must be (RFC
@@ -189,7 +206,7 @@ func scanKeys(body []byte, target reflect.Type) *apiError {
 			return nil
 		}
 		if err != nil {
-			return decodeError(err)
+			return bodyError(body, err)
 		}
 		if first {
 			if d, ok := tok.(json.Delim); !ok || d != '{' {

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -46,6 +47,23 @@ func TestFastKeysPath(t *testing.T) {
 			if err := scanKeys([]byte(tc.body), tc.typ); err != nil {
 				t.Errorf("fast path took %s, which the scanner refuses: %s", tc.body, err.message)
 			}
+		}
+	}
+}
+
+// A syntax error names the byte where the body goes wrong, counted from 1,
+// and data after the object is called that, wherever the fault sits.
+func TestSyntaxErrorsNameTheByte(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{`{"destination": x}`, "(at byte 17): invalid character 'x' looking for beginning of value"},
+		{`{"destination":"api.vendor.com"}x`, "has data after the JSON object (at byte 33)"},
+		{`{"destination":"api.vendor.com"}  }`, "has data after the JSON object (at byte 35)"},
+		{`{"destination":"a\x"}`, "(at byte 19): invalid character 'x' in string escape code"},
+		{`{"destination":"api.vendor.com", "amount": 1.0.0}`, "(at byte 47)"},
+	} {
+		err := decodeStrict([]byte(tc.body), &checkBody{})
+		if err == nil || !strings.Contains(err.message, tc.want) {
+			t.Errorf("%s: got %+v, want a message containing %q", tc.body, err, tc.want)
 		}
 	}
 }
