@@ -110,13 +110,6 @@ func (a *agentActor) changeAgent(m *agentAction) {
 		}
 		ag.Name = m.name // no event: spec 6.2 has no type for a rename
 	case ActionArchive:
-		for _, sp := range a.active {
-			if sp.Status != policy.StatusPendingApproval {
-				m.reply <- agentActionReply{err: &Error{Code: CodeConflict,
-					Message: fmt.Sprintf("Spend %s is being paid; archive the agent once it has settled or failed.", sp.ID)}}
-				return
-			}
-		}
 		ag.Status, ag.ArchivedAt, ag.PauseDetail, typ = AgentArchived, &now, nil, "agent.archived"
 	default:
 		m.reply <- agentActionReply{err: errorf(CodeInvalidRequest, "Unknown agent action %q.", m.action)}
@@ -139,6 +132,7 @@ func (a *agentActor) changeAgent(m *agentAction) {
 		return
 	}
 	var written []writtenSpend
+	var ended []string // spends the archive cancelled
 	switch m.action {
 	case ActionPause:
 		// Payments waiting for the owner stay waiting, marked with the
@@ -169,8 +163,16 @@ func (a *agentActor) changeAgent(m *agentAction) {
 			}
 		}
 	case ActionArchive:
-		// Archiving revokes the agent's keys and ends what still waits.
+		// Archiving revokes the agent's keys and ends what still waits for
+		// the owner. A payment already approved may be with the vendor
+		// (after a restart, this incarnation cannot know whether the last
+		// one sent it): it goes on to settle or fail, holding its
+		// allowance until then, as it would have without the archive.
 		for _, sp := range a.active {
+			if sp.Status != policy.StatusPendingApproval {
+				continue
+			}
+			ended = append(ended, sp.ID)
 			a.ledger.Release(sp.ID, now)
 			a.env.state.Held = a.env.state.Held.Sub(sp.Amount)
 			sp.Cancel(now)
@@ -212,10 +214,8 @@ func (a *agentActor) changeAgent(m *agentAction) {
 		// replay, a refused cancel or decision) must be this state.
 		a.appended(t, w.sp, w.body)
 	}
-	if m.action == ActionArchive {
-		for id := range a.active {
-			delete(a.active, id)
-		}
+	for _, id := range ended {
+		delete(a.active, id)
 	}
 	a.agent = ag
 	a.policy.Paused = ag.Status == AgentPaused

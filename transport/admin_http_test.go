@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentpay/guard/cmd/wire"
 	"github.com/agentpay/guard/internal/guardtest"
 )
 
@@ -109,6 +110,59 @@ func TestArchiveAgentRevokesKeys(t *testing.T) {
 	mustStatus(t, list, http.StatusOK)
 	if n := len(list.Body["data"].([]any)); n != 1 {
 		t.Fatalf("GET /v1/agents lists %d agents, want 1", n)
+	}
+}
+
+// Archiving an agent while one of its payments is with the vendor does not
+// wait for it, nor refuse: the payment goes on to settle (it may already
+// be paid), its allowance held until then and counted after, while what
+// still waited for the owner is cancelled at once.
+func TestArchiveWhileAPaymentIsWithTheVendor(t *testing.T) {
+	e := start(t, guardtest.WithConfig(func(c *wire.Config) { c.SimulatedLatency = 700 * time.Millisecond }))
+	s := e.srv
+	waiting := created(t, s, e.agentKey, spendBody("2.00", "untrusted.example.org", "/w"))
+	before := funding(t, s, e.owner.TestKey)
+	done := make(chan guardtest.Response, 1)
+	go func() {
+		r, _ := s.Send(http.MethodPost, "/v1/spends", e.agentKey, map[string]string{"Idempotency-Key": newKey()},
+			spendBody("3.00", "api.vendor.com", "/slow"))
+		done <- r
+	}()
+	var id string
+	for deadline := time.Now().Add(5 * time.Second); id == "" && time.Now().Before(deadline); {
+		if ids, _ := listIDs(t, s, e.agentKey, "/v1/spends?status=approved"); len(ids) == 1 {
+			id = ids[0]
+		}
+	}
+	if id == "" {
+		t.Fatal("the spend never read approved while it was being sent")
+	}
+	r := call(t, s, http.MethodPost, "/v1/agents/"+e.agentID+"/archive", e.owner.TestKey, nil, nil)
+	mustStatus(t, r, http.StatusOK)
+	if r.Body["status"] != "archived" {
+		t.Fatalf("archive answered %s", r.Raw)
+	}
+	if w := call(t, s, http.MethodGet, "/v1/spends/"+waiting["id"].(string), e.owner.TestKey, nil, nil); w.Body["status"] != "cancelled" {
+		t.Fatalf("the spend waiting for the owner after archiving: %s", w.Raw)
+	}
+	if p := <-done; p.Status != http.StatusCreated || p.Body["status"] != "settled" || p.Body["id"] != id {
+		t.Fatalf("the payment with the vendor during the archive: %d %s", p.Status, p.Raw)
+	}
+	g := call(t, s, http.MethodGet, "/v1/spends/"+id, e.owner.TestKey, nil, nil)
+	if g.Body["status"] != "settled" || g.Body["hold"] != nil {
+		t.Fatalf("the payment after the archive: %s", g.Raw)
+	}
+	if ids, _ := listIDs(t, s, e.owner.TestKey, "/v1/events?type=spend.settled"); len(ids) != 1 {
+		t.Fatalf("%d spend.settled events, want 1", len(ids))
+	}
+	// Only the settled price left the pool; nothing stays held.
+	after := funding(t, s, e.owner.TestKey)
+	price := dec(t, g.Body["amount_settled"])
+	if got, want := dec(t, after["balance"]), sub(dec(t, before["balance"]), price); got.Cmp(want) != 0 {
+		t.Errorf("balance %v after the payment, want %v", after["balance"], want.FloatString(2))
+	}
+	if after["held"] != "0.00" {
+		t.Errorf("held %v after every spend ended, want 0.00", after["held"])
 	}
 }
 
