@@ -122,21 +122,7 @@ func TestArchiveWhileAPaymentIsWithTheVendor(t *testing.T) {
 	s := e.srv
 	waiting := created(t, s, e.agentKey, spendBody("2.00", "untrusted.example.org", "/w"))
 	before := funding(t, s, e.owner.TestKey)
-	done := make(chan guardtest.Response, 1)
-	go func() {
-		r, _ := s.Send(http.MethodPost, "/v1/spends", e.agentKey, map[string]string{"Idempotency-Key": newKey()},
-			spendBody("3.00", "api.vendor.com", "/slow"))
-		done <- r
-	}()
-	var id string
-	for deadline := time.Now().Add(5 * time.Second); id == "" && time.Now().Before(deadline); {
-		if ids, _ := listIDs(t, s, e.agentKey, "/v1/spends?status=approved"); len(ids) == 1 {
-			id = ids[0]
-		}
-	}
-	if id == "" {
-		t.Fatal("the spend never read approved while it was being sent")
-	}
+	id, done := payingSlowly(t, e, "3.00")
 	r := call(t, s, http.MethodPost, "/v1/agents/"+e.agentID+"/archive", e.owner.TestKey, nil, nil)
 	mustStatus(t, r, http.StatusOK)
 	if r.Body["status"] != "archived" {

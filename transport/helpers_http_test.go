@@ -354,3 +354,23 @@ func spendCount(t *testing.T, s *guardtest.Server, agentID string) int {
 	}
 	return n
 }
+
+// payingSlowly starts a payment of amount through a vendor slow enough
+// (the service's SimulatedLatency) to act while it is being sent, and
+// returns its id once it reads approved, with the answer to come.
+func payingSlowly(t *testing.T, e *env, amount string) (string, <-chan guardtest.Response) {
+	t.Helper()
+	done := make(chan guardtest.Response, 1)
+	go func() {
+		r, _ := e.srv.Send(http.MethodPost, "/v1/spends", e.agentKey, map[string]string{"Idempotency-Key": newKey()},
+			spendBody(amount, "api.vendor.com", "/slow"))
+		done <- r
+	}()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		if ids, _ := listIDs(t, e.srv, e.agentKey, "/v1/spends?status=approved"); len(ids) == 1 {
+			return ids[0], done
+		}
+	}
+	t.Fatal("the spend never read approved while it was being sent")
+	return "", nil
+}

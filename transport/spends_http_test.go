@@ -916,21 +916,7 @@ func TestBalance(t *testing.T) {
 func TestCancelDuringTheSendAnswersFromTheOutcome(t *testing.T) {
 	e := start(t, guardtest.WithConfig(func(c *wire.Config) { c.SimulatedLatency = 700 * time.Millisecond }))
 	s := e.srv
-	done := make(chan guardtest.Response, 1)
-	go func() {
-		r, _ := s.Send(http.MethodPost, "/v1/spends", e.agentKey, map[string]string{"Idempotency-Key": newKey()},
-			spendBody("1.00", "api.vendor.com", "/slow"))
-		done <- r
-	}()
-	var id string
-	for deadline := time.Now().Add(5 * time.Second); id == "" && time.Now().Before(deadline); {
-		if ids, _ := listIDs(t, s, e.agentKey, "/v1/spends?status=approved"); len(ids) == 1 {
-			id = ids[0]
-		}
-	}
-	if id == "" {
-		t.Fatal("the spend never read approved while it was being sent")
-	}
+	id, done := payingSlowly(t, e, "1.00")
 	c := call(t, s, http.MethodPost, "/v1/spends/"+id+"/cancel", e.agentKey, nil, nil)
 	wantError(t, c, http.StatusConflict, "invalid_request_error", "cancel_too_late", "")
 	// The answer came after the vendor's: the spend reads settled now.
