@@ -112,9 +112,22 @@ type Nullable[T any] struct {
 }
 
 // Validate turns an input into Rules, starting from base for omitted fields.
-// Errors name the field and say what to fix.
+// The error names the first field to fix and says how.
 func (in RulesInput) Validate(base Rules) (Rules, *FieldError) {
+	r, problems := in.ValidateAll(base)
+	if len(problems) > 0 {
+		return Rules{}, &problems[0]
+	}
+	return r, nil
+}
+
+// ValidateAll is Validate naming every field to fix, in the order Validate
+// checks them, for a form that shows each beside its field. Caps out of
+// order are checked only once each field is valid on its own: one wrong
+// amount would otherwise be reported twice.
+func (in RulesInput) ValidateAll(base Rules) (Rules, []FieldError) {
 	r := base
+	var problems []FieldError
 	amount := func(param string, src *string, dst *Amount) *FieldError {
 		if src == nil {
 			return nil
@@ -183,7 +196,7 @@ func (in RulesInput) Validate(base Rules) (Rules, *FieldError) {
 		},
 	} {
 		if err := f(); err != nil {
-			return Rules{}, err
+			problems = append(problems, *err)
 		}
 	}
 	if in.UnknownDestination != nil {
@@ -191,47 +204,48 @@ func (in RulesInput) Validate(base Rules) (Rules, *FieldError) {
 		case UnknownAsk, UnknownDecline:
 			r.UnknownDestination = *in.UnknownDestination
 		default:
-			return Rules{}, &FieldError{"unknown_destination", `must be "ask" or "decline"`}
+			problems = append(problems, FieldError{"unknown_destination", `must be "ask" or "decline"`})
 		}
 	}
 	if in.MaxPending != nil {
 		if *in.MaxPending < 0 || *in.MaxPending > 100 {
-			return Rules{}, &FieldError{"max_pending", "must be an integer from 0 to 100"}
+			problems = append(problems, FieldError{"max_pending", "must be an integer from 0 to 100"})
 		}
 		r.MaxPending = *in.MaxPending
 	}
 	if in.ApprovalTTLMinutes != nil {
 		if *in.ApprovalTTLMinutes < MinApprovalTTL || *in.ApprovalTTLMinutes > MaxApprovalTTL {
-			return Rules{}, &FieldError{"approval_ttl_minutes", fmt.Sprintf("must be an integer from %d to %d", MinApprovalTTL, MaxApprovalTTL)}
+			problems = append(problems, FieldError{"approval_ttl_minutes", fmt.Sprintf("must be an integer from %d to %d", MinApprovalTTL, MaxApprovalTTL)})
 		}
 		r.ApprovalTTLMinutes = *in.ApprovalTTLMinutes
 	}
 	if in.ValidUntil.Set {
 		if in.ValidUntil.Value == nil {
 			r.ValidUntil = nil
+		} else if t, err := time.Parse(time.RFC3339, *in.ValidUntil.Value); err != nil {
+			problems = append(problems, FieldError{"valid_until", `must be an RFC 3339 timestamp like "2026-12-31T23:59:59Z" or null`})
 		} else {
-			t, err := time.Parse(time.RFC3339, *in.ValidUntil.Value)
-			if err != nil {
-				return Rules{}, &FieldError{"valid_until", `must be an RFC 3339 timestamp like "2026-12-31T23:59:59Z" or null`}
-			}
 			t = t.UTC()
 			r.ValidUntil = &t
 		}
+	}
+	if len(problems) > 0 {
+		return Rules{}, problems
 	}
 	// A cap out of order is reported on the field the request set: the
 	// one that needs fixing (lowering monthly_cap alone names monthly_cap,
 	// not the daily_cap the request never touched).
 	if r.DailyCap.Cmp(r.MonthlyCap) > 0 {
 		if in.DailyCap == nil && in.MonthlyCap != nil {
-			return Rules{}, &FieldError{"monthly_cap", "must not be below daily_cap (" + r.DailyCap.Display() + ")"}
+			return Rules{}, []FieldError{{"monthly_cap", "must not be below daily_cap (" + r.DailyCap.Display() + ")"}}
 		}
-		return Rules{}, &FieldError{"daily_cap", "must not be above monthly_cap (" + r.MonthlyCap.Display() + ")"}
+		return Rules{}, []FieldError{{"daily_cap", "must not be above monthly_cap (" + r.MonthlyCap.Display() + ")"}}
 	}
 	if r.LifetimeCap != nil && r.MonthlyCap.Cmp(*r.LifetimeCap) > 0 {
 		if in.LifetimeCap.Set {
-			return Rules{}, &FieldError{"lifetime_cap", "must not be below monthly_cap (" + r.MonthlyCap.Display() + ")"}
+			return Rules{}, []FieldError{{"lifetime_cap", "must not be below monthly_cap (" + r.MonthlyCap.Display() + ")"}}
 		}
-		return Rules{}, &FieldError{"monthly_cap", "must not be above lifetime_cap (" + r.LifetimeCap.Display() + ")"}
+		return Rules{}, []FieldError{{"monthly_cap", "must not be above lifetime_cap (" + r.LifetimeCap.Display() + ")"}}
 	}
 	return r, nil
 }

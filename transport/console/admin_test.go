@@ -99,6 +99,17 @@ func TestPolicyEditShowsTighteningAndLoosening(t *testing.T) {
 	if p.status != http.StatusBadRequest || !strings.Contains(p.body, "Trusted destinations, line 2:") {
 		t.Fatalf("bad list line: %d\n%s", p.status, p.body)
 	}
+	// Every refused field is named at once, beside itself, in the form's
+	// order; a cross-field check waits until each field is valid alone.
+	p = c.post("/console/agents/"+agentID+"/policy/preview", policyForm(token, map[string]string{
+		"max_pending": "many", "daily_cap": "lots", "blocked_destinations": "ok.example.com\r\n-bad-", "monthly_cap": "1.00"}), "")
+	if p.status != http.StatusBadRequest || !strings.Contains(p.body, "3 fields need fixing. Daily cap: ") ||
+		strings.Count(p.body, `aria-invalid="true"`) != 3 ||
+		!regexp.MustCompile(`(?s)Daily cap: .*; Most payments waiting: must be a whole number; Blocked destinations, line 2: `).MatchString(p.body) ||
+		!strings.Contains(p.body, `<span class="error" id="p-max_pending">must be a whole number</span>`) ||
+		!strings.Contains(p.body, `aria-describedby="p-daily_cap h-daily_cap"`) || strings.Contains(p.body, "must not be") {
+		t.Fatalf("several bad fields: %d\n%s", p.status, p.body)
+	}
 }
 
 func TestPauseAndResume(t *testing.T) {

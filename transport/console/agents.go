@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -104,27 +105,56 @@ var ruleFields = []ruleField{
 // formField is a rule field with the value the form shows.
 type formField struct {
 	ruleField
-	Value   string
-	Invalid bool // the field the error above the form is about
+	Value string
+	// Problem is what to fix in this field, shown beside it; a field
+	// with one is marked invalid for screen readers.
+	Problem string
 }
 
 // fieldProblem words an error about a rule field for the form: by the
 // field's label, with the line of a list counted from 1, and marks the
-// field, so that the owner sees where to look.
+// field with it, so that the owner sees where to look.
 func fieldProblem(param, message string, fields []formField) string {
 	name, line := param, ""
 	if i := strings.IndexByte(param, '['); i > 0 && strings.HasSuffix(param, "]") {
 		if n, err := strconv.Atoi(param[i+1 : len(param)-1]); err == nil {
-			name, line = param[:i], fmt.Sprintf(", line %d", n+1)
+			name, line = param[:i], fmt.Sprintf("line %d ", n+1)
 		}
 	}
 	for i := range fields {
 		if fields[i].Name == name {
-			fields[i].Invalid = true
-			return fields[i].Label + line + ": " + message
+			fields[i].Problem = line + message
+			if line != "" {
+				return fields[i].Label + ", " + strings.TrimSpace(line) + ": " + message
+			}
+			return fields[i].Label + ": " + message
 		}
 	}
 	return param + ": " + message
+}
+
+// formProblems words every refused field of the form, in the form's
+// order, marking each: fixing one field at a time, sending the form again
+// for each, is what the owner would otherwise do.
+func formProblems(problems []policy.FieldError, fields []formField) string {
+	order := func(param string) int {
+		name, _, _ := strings.Cut(param, "[")
+		for i, f := range fields {
+			if f.Name == name {
+				return i
+			}
+		}
+		return len(fields)
+	}
+	sort.SliceStable(problems, func(i, j int) bool { return order(problems[i].Param) < order(problems[j].Param) })
+	worded := make([]string, len(problems))
+	for i, p := range problems {
+		worded[i] = fieldProblem(p.Param, p.Message, fields)
+	}
+	if len(worded) == 1 {
+		return worded[0]
+	}
+	return fmt.Sprintf("%d fields need fixing. %s.", len(worded), strings.Join(worded, "; "))
 }
 
 func fieldsOf(rules policy.Rules) []formField {
@@ -137,7 +167,7 @@ func fieldsOf(rules policy.Rules) []formField {
 
 // rulesFromForm reads the policy form; every field is sent, so the
 // result is the whole new policy.
-func rulesFromForm(r *request) (policy.Rules, []formField, *policy.FieldError) {
+func rulesFromForm(r *request) (policy.Rules, []formField, []policy.FieldError) {
 	vals := map[string]string{}
 	fields := make([]formField, len(ruleFields))
 	for i, f := range ruleFields {
@@ -161,27 +191,26 @@ func rulesFromForm(r *request) (policy.Rules, []formField, *policy.FieldError) {
 		}
 		return &out
 	}
-	num := func(name string) (*int, *policy.FieldError) {
+	var problems []policy.FieldError
+	num := func(name string) *int {
 		n, err := strconv.Atoi(vals[name])
 		if err != nil {
-			return nil, &policy.FieldError{Param: name, Message: "must be a whole number"}
+			problems = append(problems, policy.FieldError{Param: name, Message: "must be a whole number"})
+			return nil
 		}
-		return &n, nil
+		return &n
 	}
 	in := policy.RulesInput{PerSpendLimit: str("per_spend_limit"), DailyCap: str("daily_cap"), MonthlyCap: str("monthly_cap"),
 		LifetimeCap: optional("lifetime_cap"), ApprovalOver: str("approval_over"),
 		DestinationWindowOver: optional("destination_window_over"), UnknownDestination: str("unknown_destination"),
 		TrustedDestinations: list("trusted_destinations"), AllowedDestinations: list("allowed_destinations"),
 		BlockedDestinations: list("blocked_destinations"), ValidUntil: optional("valid_until")}
-	var ferr *policy.FieldError
-	if in.MaxPending, ferr = num("max_pending"); ferr != nil {
-		return policy.Rules{}, fields, ferr
+	in.MaxPending, in.ApprovalTTLMinutes = num("max_pending"), num("approval_ttl_minutes")
+	rules, more := in.ValidateAll(policy.DefaultRules())
+	if problems = append(problems, more...); len(problems) > 0 {
+		return policy.Rules{}, fields, problems
 	}
-	if in.ApprovalTTLMinutes, ferr = num("approval_ttl_minutes"); ferr != nil {
-		return policy.Rules{}, fields, ferr
-	}
-	rules, ferr := in.Validate(policy.DefaultRules())
-	return rules, fields, ferr
+	return rules, fields, nil
 }
 
 // ruleChange is one field a new version changes, and what that does.
@@ -285,9 +314,9 @@ func (c *Console) policyPreview(r *request) error {
 	if err != nil {
 		return fromActors(err, "Agent not found")
 	}
-	rules, fields, ferr := rulesFromForm(r)
-	if ferr != nil {
-		return c.showAgent(r, 400, fieldProblem(ferr.Param, ferr.Message, fields), fields)
+	rules, fields, problems := rulesFromForm(r)
+	if len(problems) > 0 {
+		return c.showAgent(r, 400, formProblems(problems, fields), fields)
 	}
 	pol, err := c.sys.Policy(r.who, id)
 	if err != nil {
@@ -322,9 +351,9 @@ func (c *Console) policyPreview(r *request) error {
 // apply at once as the review said; the whole version follows and waits.
 func (c *Console) policyPublish(r *request) error {
 	id := param(r, "id")
-	rules, fields, ferr := rulesFromForm(r)
-	if ferr != nil {
-		return c.showAgent(r, 400, fieldProblem(ferr.Param, ferr.Message, fields), fields)
+	rules, fields, problems := rulesFromForm(r)
+	if len(problems) > 0 {
+		return c.showAgent(r, 400, formProblems(problems, fields), fields)
 	}
 	pol, err := c.sys.Policy(r.who, id)
 	if err != nil {
