@@ -127,6 +127,13 @@ func (a *agentActor) decide(m *decideApproval) {
 	if verdict == DecisionApprove {
 		sp.Approve(now)
 		a.ledger.Restatus(sp.ID, policy.StatusApproved)
+		if sp.PolicyVersion != a.policy.Version {
+			// Newer rules were run again and let it pass: they are the
+			// version applied (spec 2.1), in the answer and the receipt,
+			// across a restart too.
+			sp.PolicyVersion, sp.PolicyHash = a.policy.Version, a.policy.Hash
+			c.putActive(join(a.id, sp.ID), sp)
+		}
 	} else {
 		msg := "The owner rejected the payment; nothing was paid and the allowance was released."
 		if reason != policy.ReasonOwnerRejected {
@@ -147,6 +154,7 @@ func (a *agentActor) decide(m *decideApproval) {
 	a.sys.timers.cancel(sp.ID)
 	a.appended(t, sp, body)
 	if sp.Status == policy.StatusApproved {
+		a.remember(sp, now)
 		a.dispatch(sp, t, false, 0)
 	} else {
 		delete(a.active, sp.ID)

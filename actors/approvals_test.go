@@ -106,6 +106,11 @@ func TestApproveSettles(t *testing.T) {
 	if err != nil || got.Status != policy.StatusApproved || got.Approval.Status != "approved" {
 		t.Fatalf("approve: %v %+v", err, got.Status)
 	}
+	// The hold ended with the approval's lifetime while it waited; now
+	// it lasts until the payment settles or fails.
+	if sp.Hold == nil || sp.Hold.ExpiresAt == nil || got.Hold == nil || got.Hold.ExpiresAt != nil {
+		t.Fatalf("hold while waiting %+v, once approved %+v: want an expiry, then none", sp.Hold, got.Hold)
+	}
 	if done := f.read(t, sp.ID); done.Status != policy.StatusSettled || done.AmountSettled == nil {
 		t.Fatalf("after approval the spend is %s, want settled", done.Status)
 	}
@@ -116,10 +121,19 @@ func TestApproveSettles(t *testing.T) {
 
 // A spend that waited for the owner across a restart (or the agent's
 // passivation, which reloads it the same way) settles when approved: it
-// keeps the payment authorization it was created with.
+// keeps the payment authorization it was created with. Rules published
+// while it waited, which still let it pass, are the version applied: in
+// the spend and in its receipt (spec 2.1).
 func TestApproveAfterRestartSettles(t *testing.T) {
 	f := newApprovalFixture(t)
 	sp := f.pending(t)
+	pol, err := f.h.sys.PublishPolicy(context.Background(), f.owner, f.agent.AgentID, func(r policy.Rules) (policy.Rules, *actors.Error) {
+		r.PerSpendLimit = policy.MustAmount("3.00") // tighter, still above its 2.00
+		return r, nil
+	}, nil)
+	if err != nil || pol.Version == sp.PolicyVersion {
+		t.Fatalf("publishing: version %d (the spend's %d), %v", pol.Version, sp.PolicyVersion, err)
+	}
 	f.h.close()
 	f.h.open("100.00")
 	if _, err := f.decide(sp, actors.DecisionApprove); err != nil {
@@ -149,8 +163,9 @@ func TestApproveAfterRestartSettles(t *testing.T) {
 	if err := json.Unmarshal(payload, &claims); err != nil {
 		t.Fatal(err)
 	}
-	if claims.PolicyVersion != sp.PolicyVersion || !strings.HasPrefix(claims.PolicyHash, "sha256:") {
-		t.Fatalf("receipt after a restart: policy_version %d hash %q, want %d and a sha256 hash", claims.PolicyVersion, claims.PolicyHash, sp.PolicyVersion)
+	if done.PolicyVersion != pol.Version || claims.PolicyVersion != pol.Version || claims.PolicyHash != pol.Hash {
+		t.Fatalf("spend policy_version %d, receipt's %d hash %q: want %d and %q, the rules it was approved under",
+			done.PolicyVersion, claims.PolicyVersion, claims.PolicyHash, pol.Version, pol.Hash)
 	}
 	if r := actors.Audit(f.h.store, nil); r.Err() != nil {
 		t.Fatal(r.Err())

@@ -53,11 +53,19 @@ func (a *agentActor) remember(sp *policy.Spend, now time.Time) {
 	} else if n > 0 {
 		a.buyOrder = a.buyOrder[n:]
 	}
-	if sp.Status != policy.StatusDeclined {
+	if paying(sp.Status) {
 		k := sp.Resource.Method + " " + sp.Resource.Host + sp.Resource.Path
 		a.purchases()[k] = recentPurchase{spendID: sp.ID, at: now}
 		a.buyOrder = append(a.buyOrder, boughtAt{key: k, at: now})
 	}
+}
+
+// paying tells whether a spend in status s has paid or may be paying its
+// vendor: a payment waiting for the owner has bought nothing yet, and
+// another purchase of its resource repeats nothing (it is noted when the
+// owner approves it).
+func paying(s policy.Status) bool {
+	return s != policy.StatusDeclined && s != policy.StatusPendingApproval
 }
 
 // forgetUnpaid drops the purchase sp noted once sp ends without paying

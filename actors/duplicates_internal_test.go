@@ -27,13 +27,16 @@ func TestRememberKeepsExactlyTheWindow(t *testing.T) {
 			path = "/hot/" + strconv.Itoa(i%40) // repeats within the window
 		}
 		status := policy.StatusApproved
-		if i%7 == 0 {
+		switch {
+		case i%7 == 0:
 			status = policy.StatusDeclined // declined spends buy nothing
+		case i%11 == 0:
+			status = policy.StatusPendingApproval // nor do spends waiting for the owner
 		}
 		sp := &policy.Spend{ID: "sp" + strconv.Itoa(i), Status: status,
 			Resource: policy.Resource{Method: "GET", Host: "api.vendor.com", Path: path}}
 		a.remember(sp, now)
-		if status != policy.StatusDeclined {
+		if status != policy.StatusDeclined && status != policy.StatusPendingApproval {
 			newest["GET api.vendor.com"+path] = bought{sp.ID, now}
 			all = append(all, now)
 		}

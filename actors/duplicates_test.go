@@ -59,10 +59,15 @@ func TestDuplicatePurchaseWarnsWithinTheWindow(t *testing.T) {
 }
 
 // The warning of a spend that waits for the owner survives a restart: the
-// payment approved after it still says it repeats a purchase.
+// payment approved after it still says it repeats a purchase. The first
+// purchase counts from the owner's approval, when it started paying.
 func TestDuplicateWarningSurvivesRestart(t *testing.T) {
 	f := newApprovalFixture(t)
 	first := f.pending(t)
+	f.h.clock.Advance(time.Minute) // the window counts from the approval
+	if paid, err := f.decide(first, actors.DecisionApprove); err != nil || paid.Status != policy.StatusApproved {
+		t.Fatalf("approving the first purchase: %v %v", paid.Status, err)
+	}
 	f.h.clock.Advance(10 * time.Second)
 	again := f.pending(t) // the same resource, another idempotency key
 	warning := "Warning: the same resource was bought 10s ago by spend " + first.ID + "."
@@ -93,8 +98,8 @@ func TestDuplicateWarningSurvivesRestart(t *testing.T) {
 		t.Fatalf("suggestions after a restart: %q, want the one to read %s", done.NextAction.Suggestions, first.ID)
 	}
 	// The first one was not a repeat, and stays unwarned.
-	if f.decide(first, actors.DecisionApprove); strings.Contains(f.read(t, first.ID).Message, "Warning") {
-		t.Fatal("the first purchase is warned about after a restart")
+	if strings.Contains(f.read(t, first.ID).Message, "Warning") {
+		t.Fatal("the first purchase is warned about")
 	}
 }
 
@@ -130,5 +135,10 @@ func TestNoWarningAfterAnUnpaidSpend(t *testing.T) {
 	next := f.pending(t) // the same resource again
 	if strings.Contains(next.Message, "Warning") {
 		t.Fatalf("after a rejected spend: %q, want no warning", next.Message)
+	}
+	// A payment still waiting for the owner has bought nothing either.
+	f.h.clock.Advance(5 * time.Second)
+	if waits := f.pending(t); strings.Contains(waits.Message, "Warning") {
+		t.Fatalf("beside a spend waiting for the owner: %q, want no warning", waits.Message)
 	}
 }

@@ -78,6 +78,11 @@ func (s *Spend) Approve(now time.Time) {
 	if s.Approval != nil {
 		s.Approval.Status = "approved"
 	}
+	if s.Hold != nil {
+		// The hold no longer ends with the approval: it lasts until the
+		// payment settles or fails, as at a create that needs no approval.
+		s.Hold.ExpiresAt = nil
+	}
 	s.NextAction = NextAction{Code: NextCheckLater, CheckWith: CheckWithGetSpend, RetryAfterSeconds: 1}
 	s.Message = "The owner approved the payment; the service is paying the vendor."
 	s.applyWarning()
