@@ -174,10 +174,14 @@ func rateLimited(n ratelimit.Name, livemode bool, d ratelimit.Decision) *apiErro
 		wait = retry + " seconds"
 	}
 	l := describeLimit(n)
-	msg := "Rate limit reached: " + l.what + ", " + strconv.Itoa(d.Limit) + " per " + l.window + " (" + env + ")"
+	// The pace as spec 8.1 states it, with the burst on top of it.
+	pace := strconv.Itoa(d.Rate) + " per " + l.window
+	if burst := d.Limit - d.Rate; burst > 0 {
+		pace += " with a burst of " + strconv.Itoa(burst) + " (" + strconv.Itoa(d.Limit) + " at once)"
+	}
+	msg := "Rate limit reached: " + l.what + ", " + pace + " (" + env + ")"
 	if n == ratelimit.InvalidKey {
-		msg = "Rate limit reached: " + l.what + ", " + strconv.Itoa(d.Limit) + " per " + l.window +
-			". Check the key you send ('Authorization: Bearer svc_...')"
+		msg = "Rate limit reached: " + l.what + ", " + pace + ". Check the key you send ('Authorization: Bearer svc_...')"
 	}
 	msg += ". Retry after " + wait + " (Retry-After); RateLimit-Remaining tells what is left."
 	return &apiError{code: codeRateLimited, message: msg, retryAfter: max(secs, 1)}

@@ -117,7 +117,7 @@ func TestRateLimitSpendsPerAgent(t *testing.T) {
 	key := newKey()
 	r := spend(t, s, e.agentKey, key, body)
 	// One token every 60 s / 20 = 3 s.
-	want429(t, r, 25, 3, "POST /v1/spends")
+	want429(t, r, 25, 3, "POST /v1/spends) of this agent, 20 per minute with a burst of 5 (25 at once) (practice)")
 	if rt := rateOf(t, r); rt.reset != 75 {
 		t.Errorf("RateLimit-Reset %d, want 75 (25 tokens, one every 3 s)", rt.reset)
 	}
@@ -403,7 +403,7 @@ func TestRateLimitKeyCreationsPerOwner(t *testing.T) {
 	}
 	// One key back every 86400 s / 10 = 8640 s.
 	r := newKeyFor(10)
-	want429(t, r, 10, 8640, "keys created or rotated")
+	want429(t, r, 10, 8640, "keys created or rotated by this owner, 10 per day (live)")
 	if rt := rateOf(t, r); rt.reset != 86400 {
 		t.Errorf("RateLimit-Reset %d, want 86400", rt.reset)
 	}

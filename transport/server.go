@@ -99,11 +99,11 @@ func NewServer(cfg Config) *Server {
 	}))
 	r.NotFound = notFound
 	if pages := cfg.Pages; pages != nil {
-		pages.Register(r, s.tracked)
+		pages.Register(r, s.page)
+		pageNotFound := s.page(pages.NotFound)
 		r.NotFound = func(ctx *fasthttp.RequestCtx) {
 			if pages.Owns(ctx.Path()) {
-				s.markServed(ctx)
-				pages.NotFound(ctx)
+				pageNotFound(ctx)
 				return
 			}
 			notFound(ctx)
@@ -313,10 +313,14 @@ func (s *Server) markServed(ctx *fasthttp.RequestCtx) {
 	}
 }
 
-// tracked marks the connections of h's requests as served (see Shutdown).
-func (s *Server) tracked(h fasthttp.RequestHandler) fasthttp.RequestHandler {
+// page wraps the console's handlers: it marks their connections as served
+// (see Shutdown), and gives their answers the headers every answer of the
+// server carries, Service-Version (spec 9.1) and a Request-Id.
+func (s *Server) page(h fasthttp.RequestHandler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		s.markServed(ctx)
+		ctx.Response.Header.SetCanonical(hdrRequestID, []byte(s.ids.next()))
+		ctx.Response.Header.SetCanonical(hdrServiceVersion, apiVersionBytes)
 		h(ctx)
 	}
 }

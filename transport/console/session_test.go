@@ -304,3 +304,26 @@ func mustURL(t *testing.T, s string) *url.URL {
 	}
 	return u
 }
+
+// The console's answers carry the headers of every answer of the server
+// (spec 9.1: Service-Version on every response), redirects and missing
+// pages included, each with a Request-Id of its own.
+func TestPagesCarryTheServerHeaders(t *testing.T) {
+	srv := guardtest.Start(t)
+	o := newOwner(t, srv)
+	c := newClient(t, srv)
+	seen := map[string]bool{}
+	check := func(what string, p page) {
+		t.Helper()
+		id := p.header.Get("Request-Id")
+		if p.header.Get("Service-Version") != "2026-10-01" || !strings.HasPrefix(id, "req_") || seen[id] {
+			t.Errorf("%s (%d): Service-Version %q, Request-Id %q", what, p.status, p.header.Get("Service-Version"), id)
+		}
+		seen[id] = true
+	}
+	check("signed out", c.get("/console/approvals"))
+	check("sign-in page", c.get("/console/signin"))
+	check("missing page", c.get("/console/no-such-page"))
+	check("sign-in", c.signIn(o.email, password))
+	check("inbox", c.get("/console/approvals"))
+}

@@ -17,6 +17,9 @@ type Decision struct {
 	// the three headers then describe one bucket (Remaining of Limit left,
 	// full again in Reset), and Remaining is never above Limit.
 	Limit int
+	// Rate is the sustained pace, tokens per window (Limit less the
+	// burst): what the 429 message states, as spec 8.1 does.
+	Rate int
 	// Remaining is the number of whole tokens left after this request.
 	Remaining int
 	// Reset is the time until the bucket is full again.

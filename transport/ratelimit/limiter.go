@@ -159,7 +159,7 @@ func (l *Limiter) Allow(name Name, livemode bool, subject string) Decision {
 	}
 	now := l.now()
 
-	d := Decision{Limit: p.capacity}
+	d := Decision{Limit: p.capacity, Rate: p.rate}
 	s.mu.Lock()
 	// debt is how far the bucket is below full, in nanoseconds of refill:
 	// tokens = (size - debt) / interval.
