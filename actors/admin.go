@@ -13,8 +13,9 @@ import (
 	"github.com/agentpay/guard/policy"
 )
 
-// Quotas per owner (spec 8.3). Each environment of an owner keeps at most
-// MaxArchivedAgents archived agents (a practice reset empties its count).
+// Quotas per owner (spec 8.3). Active agents are counted per environment,
+// archived agents across both (a practice reset empties the practice
+// ones).
 const (
 	MaxActiveAgentsPractice = 5
 	MaxActiveAgentsLive     = 10

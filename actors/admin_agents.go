@@ -118,14 +118,27 @@ func (a *agentActor) changeAgent(m *agentAction) {
 
 	c := &change{}
 	var revoked []string
+	elsewhere := 0 // archived agents of the owner's other environment
+	if m.action == ActionArchive {
+		// The quota is per owner (spec 8.3), practice and live together.
+		// archiveMu orders every archive, so two agents archived at once,
+		// in either environment, cannot both take the last place; the
+		// other environment's count can meanwhile only fall (a practice
+		// reset), which errs on the safe side.
+		a.sys.archiveMu.Lock()
+		defer a.sys.archiveMu.Unlock()
+		n, err := a.sys.archivedAgents(ag.OwnerID, EnvOf(!ag.Livemode))
+		if err != nil {
+			m.reply <- agentActionReply{err: ErrUnavailable}
+			return
+		}
+		elsewhere = n
+	}
 	a.env.mu.Lock()
-	// The archived quota is checked under the environment's lock, which
-	// orders every archive of the environment: two agents archived at
-	// once cannot both take the last place.
-	if m.action == ActionArchive && a.env.state.ArchivedAgents >= MaxArchivedAgents {
+	if m.action == ActionArchive && a.env.state.ArchivedAgents+elsewhere >= MaxArchivedAgents {
 		a.env.mu.Unlock()
-		msg := fmt.Sprintf("This environment already keeps %d archived agents, the most allowed; pause the agent instead (a paused agent cannot spend).", MaxArchivedAgents)
-		if !a.agent.Livemode {
+		msg := fmt.Sprintf("This owner already keeps %d archived agents, practice and live together, the most allowed; pause the agent instead (a paused agent cannot spend).", MaxArchivedAgents)
+		if a.env.state.ArchivedAgents > 0 && !a.agent.Livemode || elsewhere > 0 && a.agent.Livemode {
 			msg += " A practice reset (POST /v1/test/reset) removes every practice agent."
 		}
 		m.reply <- agentActionReply{err: &Error{Code: CodeQuotaExceeded, Message: msg}}
@@ -222,6 +235,17 @@ func (a *agentActor) changeAgent(m *agentAction) {
 	a.lastTicket, a.metaTicket = t, t
 	a.publishView()
 	m.reply <- agentActionReply{agent: ag, ticket: t, revoked: revoked}
+}
+
+// archivedAgents is the count of the owner's archived agents in env.
+func (s *System) archivedAgents(ownerID string, env Env) (int, error) {
+	e, err := s.env(ownerID, env)
+	if err != nil {
+		return 0, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.state.ArchivedAgents, nil
 }
 
 // writtenSpend is a spend an agent action changed, with its new body.

@@ -80,10 +80,11 @@ func (s *System) RotateKey(ctx context.Context, p Principal, keyID string, grace
 	// runs would add a second: a chain of rotations would keep any number
 	// of secrets working.
 	quota, whose := MaxKeysPerAgent, "agent "+old.AgentID+"'s keys"
-	if old.Kind == KindOwner {
-		quota, whose = MaxOwnerKeys, "this environment's owner keys"
-	}
 	working, err := s.workingKeys(old.OwnerID, old.AgentID, old.Livemode)
+	if old.Kind == KindOwner {
+		quota, whose = MaxOwnerKeys, "the owner's owner keys (practice and live together)"
+		working, err = s.workingOwnerKeys(old.OwnerID)
+	}
 	if err != nil {
 		return CreatedKey{}, ErrUnavailable
 	}
@@ -117,9 +118,10 @@ func (s *System) RotateKey(ctx context.Context, p Principal, keyID string, grace
 }
 
 // CreateOwnerKey creates another owner key for the principal's owner and
-// environment. At most MaxOwnerKeys owner keys of one environment may be
-// active (neither revoked nor expired; a rotated key counts until its
-// grace period ends). Emits api_key.created; the secret is returned once.
+// environment. At most MaxOwnerKeys owner keys of the owner, practice and
+// live together, may be active (neither revoked nor expired; a rotated key
+// counts until its grace period ends). Emits api_key.created; the secret
+// is returned once.
 func (s *System) CreateOwnerKey(ctx context.Context, p Principal) (CreatedKey, error) {
 	if p.Kind != KindOwner {
 		return CreatedKey{}, errorf(CodeInvalidRequest, "Only an owner key can create owner keys.")
@@ -131,13 +133,13 @@ func (s *System) CreateOwnerKey(ctx context.Context, p Principal) (CreatedKey, e
 	s.keyChangeMu.Lock()
 	defer s.keyChangeMu.Unlock()
 	now, keyNow := s.nowFor(p.OwnerID, p.Env()), s.keyNow(KindOwner, p.OwnerID, p.Livemode)
-	active, err := s.workingKeys(p.OwnerID, "", p.Livemode)
+	active, err := s.workingOwnerKeys(p.OwnerID)
 	if err != nil {
 		return CreatedKey{}, ErrUnavailable
 	}
 	if active >= MaxOwnerKeys {
 		return CreatedKey{}, &Error{Code: CodeQuotaExceeded,
-			Message: fmt.Sprintf("This environment already has %d active owner keys, the most allowed; revoke one first.", MaxOwnerKeys)}
+			Message: fmt.Sprintf("This owner already has %d active owner keys, practice and live together, the most allowed (spec 8.3 counts them per owner); revoke one first.", active)}
 	}
 	k, secret := newKey(KindOwner, p.OwnerID, "", p.Env(), keyNow)
 	c := &change{}
@@ -172,6 +174,17 @@ func (s *System) workingKeys(ownerID, agentID string, livemode bool) (int, error
 		return true
 	})
 	return n, err
+}
+
+// workingOwnerKeys counts the owner keys of both environments that still
+// work: the quota of spec 8.3 is per owner.
+func (s *System) workingOwnerKeys(ownerID string) (int, error) {
+	practice, err := s.workingKeys(ownerID, "", false)
+	if err != nil {
+		return 0, err
+	}
+	live, err := s.workingKeys(ownerID, "", true)
+	return practice + live, err
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -141,6 +141,9 @@ type System struct {
 	// with another's, and a change is readable only once durable, so the
 	// lock is held until the journal record is. These changes are rare.
 	keyChangeMu sync.Mutex
+	// archiveMu orders archives across both environments of every owner,
+	// whose archived agents share one quota (see changeAgent).
+	archiveMu sync.Mutex
 	// keyCache maps the SHA-256 of a secret to its key. A map under a
 	// read lock rather than a sync.Map: its array key would be boxed, one
 	// allocation per request. keyMu guards it.

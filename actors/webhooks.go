@@ -8,8 +8,8 @@ import (
 )
 
 // Webhooks (spec 6.3, 8.3, 8.4). An owner registers up to
-// MaxWebhookEndpoints endpoints per environment; every durable event of
-// that environment whose type an endpoint subscribes to is delivered to it
+// MaxWebhookEndpoints endpoints, practice and live together, each in one
+// environment; every durable event of that environment whose type an endpoint subscribes to is delivered to it
 // at least once, signed with the endpoint's secret, by a supervisor the
 // System owns: a dispatcher that turns events into durable deliveries, and
 // one worker per endpoint with deliveries due, so a slow endpoint holds up
@@ -17,8 +17,8 @@ import (
 
 // Webhook limits.
 const (
-	// MaxWebhookEndpoints is the quota of endpoints of one owner
-	// environment (spec 8.3), enabled or paused.
+	// MaxWebhookEndpoints is the quota of endpoints of one owner,
+	// practice and live together (spec 8.3), enabled or paused.
 	MaxWebhookEndpoints = 10
 	// WebhookAttempts is how often one delivery is tried (spec 8.4).
 	WebhookAttempts = 8

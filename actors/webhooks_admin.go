@@ -61,9 +61,10 @@ func (s *System) CreateWebhookEndpoint(ctx context.Context, p Principal, url str
 	w := s.webhooks
 	w.createMu.Lock()
 	defer w.createMu.Unlock()
-	if n := len(w.envHooks(p.OwnerID, p.Env())); n >= MaxWebhookEndpoints {
+	// The quota is per owner (spec 8.3): practice and live together.
+	if n := len(w.envHooks(p.OwnerID, EnvTest)) + len(w.envHooks(p.OwnerID, EnvLive)); n >= MaxWebhookEndpoints {
 		return WebhookEndpointWithSecret{}, &Error{Code: CodeQuotaExceeded,
-			Message: fmt.Sprintf("This environment already has %d webhook endpoints, the most allowed; delete one first.", n)}
+			Message: fmt.Sprintf("This owner already has %d webhook endpoints, practice and live together, the most allowed; delete one first.", n)}
 	}
 	now := s.nowFor(p.OwnerID, p.Env())
 	e := &webhookEndpoint{ID: NewID("we", now), OwnerID: p.OwnerID, Livemode: p.Livemode, URL: url,

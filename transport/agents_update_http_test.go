@@ -179,31 +179,35 @@ func TestPauseAllAgents(t *testing.T) {
 	wantError(t, call(t, e.srv, http.MethodGet, "/v1/agents/pause_all", e.owner.TestKey, nil, nil), 404, "not_found_error", "resource_missing", "")
 }
 
-// An environment keeps at most 20 archived agents: archiving a 21st is a
-// 409 quota_exceeded that changes nothing (the agent stays active, its key
+// An owner keeps at most 20 archived agents, practice and live together
+// (spec 8.3): archiving a 21st, in either environment, is a 409
+// quota_exceeded that changes nothing (the agent stays active, its key
 // works); the active quota still applies to creation.
 func TestArchivedAgentsQuota(t *testing.T) {
 	e := start(t)
-	for i := range 20 {
+	for i := range 19 {
 		id, _ := e.srv.NewAgent(t, e.owner.TestKey, "")
 		r := call(t, e.srv, http.MethodPost, "/v1/agents/"+id+"/archive", e.owner.TestKey, nil, nil)
 		if r.Status != http.StatusOK {
 			t.Fatalf("archiving agent %d: %d %s", i, r.Status, r.Raw)
 		}
 	}
+	live, _ := e.srv.NewAgent(t, e.owner.LiveKey, "")
+	mustStatus(t, call(t, e.srv, http.MethodPost, "/v1/agents/"+live+"/archive", e.owner.LiveKey, nil, nil), http.StatusOK)
 	e2 := wantError(t, call(t, e.srv, http.MethodPost, "/v1/agents/"+e.agentID+"/archive", e.owner.TestKey, nil, nil),
 		409, "invalid_request_error", "quota_exceeded", "")
-	if msg, _ := e2["message"].(string); !strings.Contains(msg, "20 archived agents") {
+	if msg, _ := e2["message"].(string); !strings.Contains(msg, "20 archived agents, practice and live together") {
 		t.Errorf("the quota message does not say what the limit is: %q", msg)
 	}
 	if g := call(t, e.srv, http.MethodGet, "/v1/agents/"+e.agentID, e.owner.TestKey, nil, nil); g.Body["status"] != "active" {
 		t.Fatalf("a refused archive changed the agent: %s", g.Raw)
 	}
 	mustStatus(t, call(t, e.srv, http.MethodGet, "/v1/me", e.agentKey, nil, nil), http.StatusOK)
-	// Pausing is the way out, and the live environment has its own count.
+	another, _ := e.srv.NewAgent(t, e.owner.LiveKey, "")
+	wantError(t, call(t, e.srv, http.MethodPost, "/v1/agents/"+another+"/archive", e.owner.LiveKey, nil, nil),
+		409, "invalid_request_error", "quota_exceeded", "")
+	// Pausing is the way out.
 	mustStatus(t, call(t, e.srv, http.MethodPost, "/v1/agents/"+e.agentID+"/pause", e.owner.TestKey, nil, nil), http.StatusOK)
-	live, _ := e.srv.NewAgent(t, e.owner.LiveKey, "")
-	mustStatus(t, call(t, e.srv, http.MethodPost, "/v1/agents/"+live+"/archive", e.owner.LiveKey, nil, nil), http.StatusOK)
 	// Creating beyond the active quota (5 practice agents) is refused as before.
 	for i := 0; ; i++ {
 		r := call(t, e.srv, http.MethodPost, "/v1/agents", e.owner.TestKey, nil, `{"name":"more"}`)
@@ -220,8 +224,8 @@ func TestArchivedAgentsQuota(t *testing.T) {
 		}
 	}
 	list := call(t, e.srv, http.MethodGet, "/v1/agents?limit=50", e.owner.TestKey, nil, nil)
-	if n := len(list.Body["data"].([]any)); n != 25 {
-		t.Errorf("GET /v1/agents lists %d agents, want 20 archived and 5 others", n)
+	if n := len(list.Body["data"].([]any)); n != 24 {
+		t.Errorf("GET /v1/agents lists %d agents, want 19 archived and 5 others", n)
 	}
 }
 

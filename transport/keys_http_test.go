@@ -181,24 +181,28 @@ func TestRotateOwnKeyWithoutGrace(t *testing.T) {
 	}
 }
 
-// Three active owner keys per environment; a revoked one frees its place.
+// Three active owner keys per owner, practice and live together (spec
+// 8.3, 5.5): an owner starts with one of each, so one more can be made in
+// either environment; a revoked one frees its place.
 func TestOwnerKeysQuota(t *testing.T) {
 	e := start(t)
-	var made []map[string]any
-	for range 2 {
-		r := call(t, e.srv, http.MethodPost, "/v1/owner_keys", e.owner.TestKey, nil, nil)
-		mustStatus(t, r, http.StatusCreated)
-		if r.Body["kind"] != "owner" || r.Body["agent_id"] != nil || r.Body["livemode"] != false || r.Body["secret"] == nil {
-			t.Fatalf("POST /v1/owner_keys answered %s", r.Raw)
-		}
-		made = append(made, r.Body)
+	r := call(t, e.srv, http.MethodPost, "/v1/owner_keys", e.owner.TestKey, nil, nil)
+	mustStatus(t, r, http.StatusCreated)
+	if r.Body["kind"] != "owner" || r.Body["agent_id"] != nil || r.Body["livemode"] != false || r.Body["secret"] == nil {
+		t.Fatalf("POST /v1/owner_keys answered %s", r.Raw)
 	}
-	wantError(t, call(t, e.srv, http.MethodPost, "/v1/owner_keys", e.owner.TestKey, nil, nil),
-		409, "invalid_request_error", "quota_exceeded", "")
-	// The new keys administer.
-	fresh := made[0]["secret"].(string)
+	made := r.Body
+	for _, key := range []string{e.owner.TestKey, e.owner.LiveKey} {
+		refused := wantError(t, call(t, e.srv, http.MethodPost, "/v1/owner_keys", key, nil, nil),
+			409, "invalid_request_error", "quota_exceeded", "")
+		if msg, _ := refused["message"].(string); !strings.Contains(msg, "3 active owner keys, practice and live together") {
+			t.Errorf("the quota message does not say what counts: %q", msg)
+		}
+	}
+	// The new key administers.
+	fresh := made["secret"].(string)
 	mustStatus(t, call(t, e.srv, http.MethodGet, "/v1/funding", fresh, nil, nil), http.StatusOK)
-	// api_key.created for each, without the secret and without an agent.
+	// api_key.created for it, without the secret and without an agent.
 	cre := ownerEvents(t, e.srv, fresh, "api_key.created")
 	owned := 0
 	for _, ev := range cre {
@@ -213,19 +217,24 @@ func TestOwnerKeysQuota(t *testing.T) {
 			t.Fatal("api_key.created carries the secret")
 		}
 	}
-	if owned != 2 {
-		t.Fatalf("%d api_key.created events for owner keys, want 2", owned)
+	if owned != 1 {
+		t.Fatalf("%d api_key.created events for owner keys, want 1", owned)
 	}
-	// Revoking one frees a place.
-	mustStatus(t, call(t, e.srv, http.MethodPost, "/v1/keys/"+made[1]["id"].(string)+"/revoke", e.owner.TestKey, nil, nil), http.StatusOK)
-	mustStatus(t, call(t, e.srv, http.MethodPost, "/v1/owner_keys", fresh, nil, `{}`), http.StatusCreated)
-	wantError(t, call(t, e.srv, http.MethodPost, "/v1/owner_keys", fresh, nil, nil), 409, "invalid_request_error", "quota_exceeded", "")
-	// The live environment counts its own keys.
-	live := call(t, e.srv, http.MethodPost, "/v1/owner_keys", e.owner.LiveKey, nil, nil)
+	// Revoking one frees a place, in the other environment too.
+	mustStatus(t, call(t, e.srv, http.MethodPost, "/v1/keys/"+made["id"].(string)+"/revoke", e.owner.TestKey, nil, nil), http.StatusOK)
+	live := call(t, e.srv, http.MethodPost, "/v1/owner_keys", e.owner.LiveKey, nil, `{}`)
 	mustStatus(t, live, http.StatusCreated)
 	if live.Body["livemode"] != true || live.Body["prefix"] != "svc_live_owner" {
 		t.Fatalf("a live owner key: %s", live.Raw)
 	}
+	wantError(t, call(t, e.srv, http.MethodPost, "/v1/owner_keys", e.owner.TestKey, nil, nil), 409, "invalid_request_error", "quota_exceeded", "")
+	// A rotation's overlap may add one working key, counted the same way.
+	me := call(t, e.srv, http.MethodGet, "/v1/me", e.owner.TestKey, nil, nil)
+	rot := call(t, e.srv, http.MethodPost, "/v1/keys/"+obj(t, me.Body, "key")["id"].(string)+"/rotate", e.owner.TestKey, nil, `{"grace_period_hours":1}`)
+	mustStatus(t, rot, http.StatusCreated)
+	liveMe := call(t, e.srv, http.MethodGet, "/v1/me", e.owner.LiveKey, nil, nil)
+	wantError(t, call(t, e.srv, http.MethodPost, "/v1/keys/"+obj(t, liveMe.Body, "key")["id"].(string)+"/rotate", e.owner.LiveKey, nil, `{"grace_period_hours":1}`),
+		409, "invalid_request_error", "quota_exceeded", "")
 	// Bad bodies and agent keys create nothing.
 	wantError(t, call(t, e.srv, http.MethodPost, "/v1/owner_keys", e.owner.LiveKey, nil, `{"scope":"full"}`),
 		400, "invalid_request_error", "parameter_unknown", "scope")

@@ -48,16 +48,16 @@ func TestPracticeReset(t *testing.T) {
 	mustStatus(t, call(t, e.srv, http.MethodPost, "/v1/test/deposits", owner, nil, `{"amount":"50.00"}`), http.StatusCreated)
 	mustStatus(t, call(t, e.srv, http.MethodPost, "/v1/funding", owner, nil, `{"reserve_floor":"10.00","low_balance_threshold":"5.00"}`), http.StatusOK)
 	advanceClock(t, e, 2*24*3600) // the waiting approval expires on the way
-	// Owner keys changed on the advanced clock: one rotated (its old
-	// secret works 24 more hours), one revoked.
+	// Owner keys changed on the advanced clock: one made and revoked, one
+	// rotated (its old secret works 24 more hours).
+	extra := call(t, e.srv, http.MethodPost, "/v1/owner_keys", owner, nil, nil)
+	mustStatus(t, extra, http.StatusCreated)
+	mustStatus(t, call(t, e.srv, http.MethodPost, "/v1/keys/"+extra.Body["id"].(string)+"/revoke", owner, nil, nil), http.StatusOK)
+	wantError(t, call(t, e.srv, http.MethodGet, "/v1/me", extra.Body["secret"].(string), nil, nil), 401, "authentication_error", "invalid_api_key", "")
 	me := call(t, e.srv, http.MethodGet, "/v1/me", owner, nil, nil)
 	rot := call(t, e.srv, http.MethodPost, "/v1/keys/"+obj(t, me.Body, "key")["id"].(string)+"/rotate", owner, nil, `{"grace_period_hours":24}`)
 	mustStatus(t, rot, http.StatusCreated)
 	newOwner := rot.Body["secret"].(string)
-	extra := call(t, e.srv, http.MethodPost, "/v1/owner_keys", newOwner, nil, nil)
-	mustStatus(t, extra, http.StatusCreated)
-	mustStatus(t, call(t, e.srv, http.MethodPost, "/v1/keys/"+extra.Body["id"].(string)+"/revoke", newOwner, nil, nil), http.StatusOK)
-	wantError(t, call(t, e.srv, http.MethodGet, "/v1/me", extra.Body["secret"].(string), nil, nil), 401, "authentication_error", "invalid_api_key", "")
 	// The live environment has its own agent and history.
 	_, liveKey := e.srv.NewAgent(t, e.owner.LiveKey, `{"trusted_destinations":["api.vendor.com"]}`)
 	created(t, e.srv, liveKey, spendBody("1.00", "api.vendor.com", "/l"))

@@ -86,28 +86,30 @@ func TestWebhookEndpointLifecycle(t *testing.T) {
 	}
 }
 
-// Ten endpoints per environment; the eleventh is refused and changes
-// nothing; the other environment has its own ten.
+// Ten endpoints per owner, practice and live together (spec 8.3); the
+// eleventh is refused in either environment and changes nothing.
 func TestWebhookEndpointQuota(t *testing.T) {
 	e := start(t)
 	var first string
-	for i := range 10 {
+	for i := range 9 {
 		ep := createEndpoint(t, e.srv, e.owner.TestKey, fmt.Sprintf("https://hooks.example.com/%d", i), "*")
 		if i == 0 {
 			first = ep["id"].(string)
 		}
 	}
-	r := call(t, e.srv, http.MethodPost, "/v1/webhook_endpoints", e.owner.TestKey, nil, `{"url":"https://hooks.example.com/11","enabled_events":["*"]}`)
-	wantError(t, r, 409, "invalid_request_error", "quota_exceeded", "")
-	if msg := errorOf(t, r)["message"].(string); !strings.Contains(msg, "10 webhook endpoints") {
-		t.Errorf("quota message %q does not say the limit", msg)
-	}
-	if ids, _ := listIDs(t, e.srv, e.owner.TestKey, "/v1/webhook_endpoints"); len(ids) != 10 || ids[0] != first {
-		t.Fatalf("after the refusal: %d endpoints, first %v", len(ids), ids)
-	}
 	createEndpoint(t, e.srv, e.owner.LiveKey, "https://hooks.example.com/live", "*")
+	for _, key := range []string{e.owner.TestKey, e.owner.LiveKey} {
+		r := call(t, e.srv, http.MethodPost, "/v1/webhook_endpoints", key, nil, `{"url":"https://hooks.example.com/11","enabled_events":["*"]}`)
+		wantError(t, r, 409, "invalid_request_error", "quota_exceeded", "")
+		if msg := errorOf(t, r)["message"].(string); !strings.Contains(msg, "10 webhook endpoints, practice and live together") {
+			t.Errorf("quota message %q does not say the limit", msg)
+		}
+	}
+	if ids, _ := listIDs(t, e.srv, e.owner.TestKey, "/v1/webhook_endpoints"); len(ids) != 9 || ids[0] != first {
+		t.Fatalf("after the refusal: %d endpoints, %v", len(ids), ids)
+	}
 	mustStatus(t, call(t, e.srv, http.MethodDelete, "/v1/webhook_endpoints/"+first, e.owner.TestKey, nil, nil), http.StatusOK)
-	createEndpoint(t, e.srv, e.owner.TestKey, "https://hooks.example.com/again", "*")
+	createEndpoint(t, e.srv, e.owner.LiveKey, "https://hooks.example.com/again", "*")
 }
 
 // Bad input is a 400 naming the field, and creates or changes nothing.

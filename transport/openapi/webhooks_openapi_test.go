@@ -35,7 +35,7 @@ func exerciseWebhooks(t *testing.T, h *harness) {
 	h.want(h.do("POST", path, owner, nil, `{"url":"https://hooks.example.com","enabled_events":["spend.nothing"]}`), 400, "parameter_invalid")
 	h.want(h.do("POST", path, owner, nil, `{"url":"https://hooks.example.com"}`), 400, "parameter_missing")
 	h.want(h.do("POST", path, agent, nil, `{"url":"https://hooks.example.com","enabled_events":["*"]}`), 403, "key_kind_not_allowed")
-	for range 9 {
+	for range 8 { // with the live one, the owner's ten
 		h.want(h.do("POST", path, owner, nil, `{"url":"https://hooks.example.com/more","enabled_events":["*"]}`), 201, "")
 	}
 	h.want(h.do("POST", path, owner, nil, `{"url":"https://hooks.example.com/one-too-many","enabled_events":["*"]}`), 409, "quota_exceeded")
