@@ -214,6 +214,15 @@ func renewDevCredentials(ctx context.Context, sys *actors.System, creds *devCred
 	var renewed []string
 	if _, err := sys.Authenticate(creds.OwnerKey); err != nil {
 		k, err := sys.CreateOwnerKey(ctx, owner)
+		var quota *actors.Error
+		if errors.As(err, &quota) && quota.Code == actors.CodeQuotaExceeded {
+			// Secrets are not kept readable: keys the file no longer
+			// names cannot be printed again, and only take the places
+			// of the owner's quota. The oldest gives way.
+			if err = revokeOldestOwnerKey(ctx, sys, owner); err == nil {
+				k, err = sys.CreateOwnerKey(ctx, owner)
+			}
+		}
 		if err != nil {
 			return "", fmt.Errorf("the saved owner key no longer works, and a new one could not be made: %w", err)
 		}
@@ -242,6 +251,28 @@ func renewDevCredentials(ctx context.Context, sys *actors.System, creds *devCred
 		return "", nil
 	}
 	return "The saved " + strings.Join(renewed, " and ") + " no longer worked (rotated, revoked, expired or reset away); made new ones.", nil
+}
+
+// revokeOldestOwnerKey revokes the practice owner's oldest working owner
+// key.
+func revokeOldestOwnerKey(ctx context.Context, sys *actors.System, owner actors.Principal) error {
+	keys, err := sys.ListKeys(owner)
+	if err != nil {
+		return err
+	}
+	now := sys.KeyNow(owner, actors.KindOwner)
+	var oldest *actors.KeyView
+	for i, k := range keys {
+		if k.Kind == actors.KindOwner && k.RevokedAt == nil && now.Before(k.ExpiresAt) &&
+			(oldest == nil || k.CreatedAt.Before(oldest.CreatedAt)) {
+			oldest = &keys[i]
+		}
+	}
+	if oldest == nil {
+		return errors.New("no practice owner key to replace")
+	}
+	_, err = sys.RevokeKey(ctx, owner, oldest.ID)
+	return err
 }
 
 func writeDevCredentials(path string, creds devCredentials) error {
