@@ -527,3 +527,18 @@ func TestCeilingStopsRightAfterStart(t *testing.T) {
 		}
 	}
 }
+
+// A run most of whose answers were 429 measured the target's rate limits:
+// it is an error that says how to start the target, not a report of
+// figures; a few 429s are reported as they are.
+func TestMostlyRateLimitedIsAnError(t *testing.T) {
+	rep := &Report{Spends: PhaseReport{Name: "spends", Requests: 1000, OK: 100,
+		Errors: map[string]int64{"429 rate_limited": 900}}}
+	if err := rep.RateLimited(); err == nil || !strings.Contains(err.Error(), "-rate-limits=false") {
+		t.Fatalf("900 of 1000 refused: %v", err)
+	}
+	rep.Spends.Errors["429 rate_limited"], rep.Spends.OK = 10, 990
+	if err := rep.RateLimited(); err != nil {
+		t.Fatalf("10 of 1000 refused: %v", err)
+	}
+}

@@ -137,6 +137,24 @@ func latencyOf(h *histogram.Histogram) LatencyReport {
 		P99: ms(h.Quantile(0.99)), P999: ms(h.Quantile(0.999)), Max: ms(h.Max())}
 }
 
+// RateLimited reports the first phase most of whose answers were 429:
+// its figures measure the target's rate limits, not the service.
+func (r *Report) RateLimited() error {
+	for _, p := range []PhaseReport{r.Spends, r.Balance, r.Check} {
+		var refused int64
+		for k, v := range p.Errors {
+			if strings.HasPrefix(k, "429") {
+				refused += v
+			}
+		}
+		if p.Requests > 0 && refused*2 > p.Requests {
+			return fmt.Errorf("%d of the %d answers of the %s phase were 429: the target enforces the rate limits of spec 8.1, and these figures measure them, not the service; start the target for a load test with -rate-limits=false (GUARD_RATE_LIMITS=false) or a large -rate-limit-scale",
+				refused, p.Requests, p.Name)
+		}
+	}
+	return nil
+}
+
 // ServerErrors counts the 5xx answers.
 func (p PhaseReport) ServerErrors() int64 {
 	var n int64

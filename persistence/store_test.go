@@ -636,3 +636,15 @@ func TestCommitDurations(t *testing.T) {
 		t.Errorf("the window after the copy: %d durations from %v, want one of about %v or more", w.Count(), w.Min(), hold)
 	}
 }
+
+// A store another process holds is refused after OpenTimeout with a
+// message that says what to do, not a bare "timeout".
+func TestOpenHeldStoreSaysWhy(t *testing.T) {
+	dir := t.TempDir()
+	held := openStore(t, testOptions(dir, nil))
+	defer held.Close()
+	_, err := Open(testOptions(dir, func(o *Options) { o.OpenTimeout = 50 * time.Millisecond }))
+	if err == nil || !strings.Contains(err.Error(), "is a server already running on this data directory?") {
+		t.Fatalf("opening a held store: %v", err)
+	}
+}

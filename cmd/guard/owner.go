@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/mail"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"golang.org/x/term"
@@ -54,9 +56,16 @@ func ownerCreate(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	if *journalDir != "" {
 		cfg.JournalDir = *journalDir
 	}
+	dataFile := filepath.Join(cfg.Data, wire.JournalFile)
+	_, statErr := os.Stat(dataFile)
 	svc, err := wire.Open(cfg, wire.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
-		return fmt.Errorf("%w (is the server still running on this data directory?)", err)
+		return err
+	}
+	if errors.Is(statErr, os.ErrNotExist) {
+		// Right before a first start, or a mistyped -data: say which.
+		fmt.Fprintf(stderr, "No data file existed at %s; a new one was made there. Start the server with this data directory (-data %s) for the owner to be found.\n",
+			dataFile, cfg.Data)
 	}
 	defer svc.Shutdown(context.Background())
 	oc, err := svc.System().CreateOwner(ctx, *name, *email, console.HashPassword(pw))

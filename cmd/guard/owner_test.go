@@ -53,16 +53,28 @@ func TestOwnerCreate(t *testing.T) {
 	}
 }
 
+// The second owner also shows that a new data file is announced (a
+// mistyped -data would otherwise make a store no server reads), and an
+// existing one is not.
 func TestOwnerCreateDuplicateEmail(t *testing.T) {
 	dir := t.TempDir()
-	run := func(email string) error {
-		return Run(context.Background(), []string{"owner", "create", "-data", dir, "-name", "A", "-email", email},
-			strings.NewReader("a long enough password\n"), io.Discard, io.Discard, func(string) string { return "" })
+	run := func(email string) (string, error) {
+		var errOut bytes.Buffer
+		err := Run(context.Background(), []string{"owner", "create", "-data", dir, "-name", "A", "-email", email},
+			strings.NewReader("a long enough password\n"), io.Discard, &errOut, func(string) string { return "" })
+		return errOut.String(), err
 	}
-	if err := run("owner@example.org"); err != nil {
+	said, err := run("owner@example.org")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := run("OWNER@example.org"); err == nil || !strings.Contains(err.Error(), "already exists") {
+	if !strings.Contains(said, "No data file existed at "+filepath.Join(dir, "guard.db")) {
+		t.Fatalf("a new data file is not announced: %q", said)
+	}
+	if said, err = run("other@example.org"); err != nil || strings.Contains(said, "No data file") {
+		t.Fatalf("a second owner in the same data: %v, %q", err, said)
+	}
+	if _, err := run("OWNER@example.org"); err == nil || !strings.Contains(err.Error(), "already exists") {
 		t.Fatalf("second owner with the same e-mail: %v", err)
 	}
 }

@@ -94,6 +94,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		} else {
 			rep.WriteText(stdout)
 		}
+		if err == nil {
+			err = rep.RateLimited()
+		}
 	}
 	return err
 }
