@@ -144,7 +144,7 @@ func Open(opts Options) (*Store, error) {
 		NoFreelistSync: true,
 		FreelistType:   bolt.FreelistMapType,
 	})
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("persistence: open %s: another process has held it for %s (is a server already running on this data directory? stop it, or give this one another data directory): %w",
 			opts.Path, opts.OpenTimeout, err)
 	}
