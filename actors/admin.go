@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 	"unicode"
@@ -154,6 +155,7 @@ func (s *System) CreateAgent(ctx context.Context, p Principal, name string, in *
 	if err := t.Wait(ctx); err != nil {
 		return Agent{}, policy.Policy{}, ErrUnavailable
 	}
+	s.logOwnerAction("agent_created", p, slog.String("agent", ag.ID), slog.String("rules_hash", pol.Hash))
 	return ag, pol, nil
 }
 
@@ -196,6 +198,7 @@ func (s *System) CreateAgentKey(ctx context.Context, p Principal, agentID string
 	if err := t.Wait(ctx); err != nil {
 		return CreatedKey{}, ErrUnavailable
 	}
+	s.logOwnerAction("key_created", p, slog.String("key", k.ID), slog.String("kind", KindAgent), slog.String("agent", agentID))
 	return CreatedKey{KeyView: k.View(), Secret: secret}, nil
 }
 
@@ -239,6 +242,8 @@ func (s *System) PublishPolicy(ctx context.Context, p Principal, agentID string,
 		if err := r.ticket.Wait(ctx); err != nil {
 			return policy.Policy{}, ErrUnavailable
 		}
+		s.logOwnerAction("rules_published", p, slog.String("agent", agentID), slog.Int("version", r.policy.Version),
+			slog.String("hash", r.policy.Hash), slog.Time("effective_at", r.policy.EffectiveAt))
 	}
 	return r.policy, nil
 }

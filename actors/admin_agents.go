@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/agentpay/guard/persistence"
@@ -36,7 +37,10 @@ type agentActionReply struct {
 // change runs in the agent's actor, so it is ordered with the agent's
 // spends: a spend decided after the pause is declined agent_paused.
 func (s *System) ChangeAgent(ctx context.Context, p Principal, agentID, action string) (Agent, error) {
-	ag, _, err := s.changeAgent(ctx, p, agentID, &agentAction{action: action})
+	ag, changed, err := s.changeAgent(ctx, p, agentID, &agentAction{action: action})
+	if changed {
+		s.logOwnerAction("agent_"+action+"d", p, slog.String("agent", agentID)) // paused, resumed, archived
+	}
 	return ag, err
 }
 
@@ -338,6 +342,7 @@ func (s *System) RevokeKey(ctx context.Context, p Principal, keyID string) (KeyV
 		return KeyView{}, ErrUnavailable
 	}
 	s.forgetKey(k.Digest) // only once durable: a failed revocation keeps the key working, as the disk says
+	s.logOwnerAction("key_revoked", p, slog.String("key", k.ID), slog.String("kind", k.Kind), slog.String("agent", k.AgentID))
 	return k.View(), nil
 }
 

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/agentpay/guard/policy"
@@ -130,6 +131,7 @@ func (s *System) UpdateFunding(ctx context.Context, p Principal, ch FundingChang
 		// next request reads the state the journal really has.
 		return Funding{}, ErrUnavailable
 	}
+	s.logOwnerAction("funding_changed", p, slog.String("reserve_floor", f.ReserveFloor), slog.String("low_balance_threshold", f.LowBalanceThreshold))
 	return f, nil
 }
 

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -114,6 +115,8 @@ func (s *System) RotateKey(ctx context.Context, p Principal, keyID string, grace
 	// Only once durable: a rotation that failed leaves the old key as the
 	// disk has it.
 	s.forgetKey(old.Digest)
+	s.logOwnerAction("key_rotated", p, slog.String("key", old.ID), slog.String("new_key", nk.ID), slog.String("kind", nk.Kind),
+		slog.String("agent", nk.AgentID), slog.Time("old_key_ends_at", old.ExpiresAt))
 	return CreatedKey{KeyView: nk.View(), Secret: secret}, nil
 }
 
@@ -152,6 +155,7 @@ func (s *System) CreateOwnerKey(ctx context.Context, p Principal) (CreatedKey, e
 	if err := t.Wait(ctx); err != nil {
 		return CreatedKey{}, ErrUnavailable
 	}
+	s.logOwnerAction("key_created", p, slog.String("key", k.ID), slog.String("kind", KindOwner))
 	return CreatedKey{KeyView: k.View(), Secret: secret}, nil
 }
 

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
@@ -81,6 +82,9 @@ func (s *System) PauseAll(ctx context.Context, p Principal, reason *string) (Eme
 		}()
 	}
 	wg.Wait()
+	// Logged even when one pause failed: the others took effect.
+	s.logOwnerAction("emergency_pause", p, slog.Int("paused", len(out.Paused)), slog.Int("already_paused", len(out.AlreadyPaused)),
+		slog.Bool("complete", first == nil))
 	if first != nil {
 		return EmergencyPause{}, first
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -123,6 +124,7 @@ func (s *System) ResetPractice(ctx context.Context, p Principal) (PracticeReset,
 	if err != nil {
 		return PracticeReset{}, err
 	}
+	s.logOwnerAction("practice_reset", p, slog.Uint64("last_sequence", out.LastSequence))
 	// The sweep finishes even if the caller leaves: it is what the
 	// committed record promised.
 	swept, err := s.sweepReset(context.WithoutCancel(ctx), marker)

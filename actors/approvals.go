@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/agentpay/guard/policy"
@@ -66,7 +67,14 @@ func (s *System) DecideApproval(ctx context.Context, ownerID string, d Decision)
 	if r.Err != nil {
 		return r, r.Err
 	}
-	return r, WaitDurable(ctx, r)
+	if err := WaitDurable(ctx, r); err != nil {
+		return r, err
+	}
+	s.log.LogAttrs(ctx, slog.LevelInfo, "owner action", slog.String("action", "approval_decided"), slog.String("decision", d.Decision),
+		slog.String("owner", ownerID), slog.String("approval", d.ApprovalID), slog.String("spend", sp.ID),
+		slog.String("agent", sp.AgentID), slog.String("amount", sp.Amount.String()), slog.String("via", d.Channel),
+		slog.String("spend_status", string(r.Status)))
+	return r, nil
 }
 
 // decide runs in the agent actor.

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -65,7 +66,11 @@ func (s *System) SetOwnerPassword(ctx context.Context, ownerID, passwordHash str
 	if err != nil {
 		return err
 	}
-	return s.waitOps(ctx, persistence.Put(bOwners, []byte(o.ID), b))
+	if err := s.waitOps(ctx, persistence.Put(bOwners, []byte(o.ID), b)); err != nil {
+		return err
+	}
+	s.log.LogAttrs(ctx, slog.LevelInfo, "owner action", slog.String("action", "console_password_set"), slog.String("owner", o.ID))
+	return nil
 }
 
 // ApprovalOwner names the owner and environment of an approval, so that a

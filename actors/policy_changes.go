@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"log/slog"
 	"time"
 
 	"github.com/agentpay/guard/persistence"
@@ -140,6 +141,7 @@ func (s *System) CancelPolicyChange(ctx context.Context, p Principal, policyID s
 		if err := r.ticket.Wait(ctx); err != nil {
 			return PolicyChange{}, ErrUnavailable
 		}
+		s.logOwnerAction("rules_change_cancelled", p, slog.String("policy", policyID))
 	}
 	return r.change, nil
 }

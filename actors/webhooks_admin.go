@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/agentpay/guard/persistence"
@@ -86,6 +87,7 @@ func (s *System) CreateWebhookEndpoint(ctx context.Context, p Principal, url str
 		return WebhookEndpointWithSecret{}, ErrUnavailable
 	}
 	h.shown.Store(e)
+	s.logOwnerAction("webhook_endpoint_created", p, slog.String("endpoint", e.ID))
 	return WebhookEndpointWithSecret{WebhookEndpoint: e.view(now), Secret: e.Secret}, nil
 }
 
@@ -239,6 +241,7 @@ func (s *System) DeleteWebhookEndpoint(ctx context.Context, p Principal, id stri
 		w.add(h)
 		return ErrUnavailable
 	}
+	s.logOwnerAction("webhook_endpoint_deleted", p, slog.String("endpoint", id))
 	return nil
 }
 
@@ -277,6 +280,7 @@ func (s *System) RotateWebhookSecret(ctx context.Context, p Principal, id string
 	}
 	h.cur.Store(&e)
 	h.shown.Store(&e)
+	s.logOwnerAction("webhook_secret_rotated", p, slog.String("endpoint", e.ID))
 	return WebhookEndpointWithSecret{WebhookEndpoint: e.view(now), Secret: e.Secret}, nil
 }
 

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"errors"
 	"strconv"
 
 	"github.com/valyala/fasthttp"
@@ -77,6 +78,9 @@ type apiError struct {
 	param         string
 	changedFields []string
 	retryAfter    int
+	// cause is the error behind an internal one, for the log only: the
+	// caller is told no more than that it happened.
+	cause error
 }
 
 func (e *apiError) Error() string { return e.code + ": " + e.message }
@@ -95,7 +99,11 @@ func badParam(code, param, msg string) *apiError {
 
 func fromActors(err error) *apiError {
 	e := actors.AsError(err)
-	return &apiError{code: string(e.Code), message: e.Message, param: e.Param, changedFields: e.ChangedFields, retryAfter: e.RetryAfter}
+	out := &apiError{code: string(e.Code), message: e.Message, param: e.Param, changedFields: e.ChangedFields, retryAfter: e.RetryAfter}
+	if !errors.As(err, new(*actors.Error)) {
+		out.cause = err
+	}
+	return out
 }
 
 // writeError writes the error body of api-decisions.md.

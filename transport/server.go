@@ -41,6 +41,9 @@ type Config struct {
 	Limits *ratelimit.Limiter
 	// Pages, when set, are served beside the API (the owner console).
 	Pages Pages
+	// AccessLog logs a line for every answer at info level (see
+	// requestlog.go). Answers of 5xx are logged, at error level, either way.
+	AccessLog bool
 }
 
 // Server is the REST API.
@@ -84,6 +87,8 @@ func NewServer(cfg Config) *Server {
 	s := &Server{cfg: cfg, sys: cfg.System, log: cfg.Logger, ids: newRequestIDs(), limits: cfg.Limits}
 	s.waits, s.cancelWaits = context.WithCancel(context.Background())
 	r := router.New()
+	// The request log names the route's pattern, never the raw path.
+	r.SaveMatchedRoutePath = true
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
 	// The spec has no 405: a method a path does not take is a route that
@@ -318,10 +323,14 @@ func (s *Server) markServed(ctx *fasthttp.RequestCtx) {
 // server carries, Service-Version (spec 9.1) and a Request-Id.
 func (s *Server) page(h fasthttp.RequestHandler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
+		start := time.Now()
 		s.markServed(ctx)
-		ctx.Response.Header.SetCanonical(hdrRequestID, []byte(s.ids.next()))
+		reqID := s.ids.next()
+		defer s.recoverAnswer(ctx, reqID, start)
+		ctx.Response.Header.SetCanonical(hdrRequestID, []byte(reqID))
 		ctx.Response.Header.SetCanonical(hdrServiceVersion, apiVersionBytes)
 		h(ctx)
+		s.logAnswer(ctx, reqID, start, nil, nil)
 	}
 }
 
@@ -353,16 +362,24 @@ type handler func(c *call) *apiError
 // one of the keyed wrappers, which check the version pin each at its place.
 func (s *Server) wrap(h handler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
+		start := time.Now()
 		s.markServed(ctx)
 		c := &call{ctx: ctx, reqID: s.ids.next()}
+		defer s.recoverAnswer(ctx, c.reqID, start)
 		// The names are written as they go on the wire: no normalizing
 		// per request.
 		ctx.Response.Header.SetCanonical(hdrRequestID, []byte(c.reqID))
 		ctx.Response.Header.SetCanonical(hdrServiceVersion, apiVersionBytes)
-		if err := h(c); err != nil {
+		err := h(c)
+		if err != nil {
 			writeError(ctx, c.reqID, err)
 		}
 		writeRate(c)
+		var who *actors.Principal
+		if c.who.KeyID != "" {
+			who = &c.who
+		}
+		s.logAnswer(ctx, c.reqID, start, who, err)
 	}
 }
 

@@ -62,6 +62,12 @@ type Config struct {
 	CheckpointInterval time.Duration `json:"checkpoint_interval"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `json:"log_level"`
+	// AccessLog logs one line per answered request at info level, with
+	// its request_id, route, status, duration and caller's key, so that a
+	// request_id a caller reports can be found. Answers of 5xx are logged
+	// at error level either way. A load test turns it off: a line per
+	// request costs a write per request.
+	AccessLog bool `json:"access_log"`
 	// GCPercent is the garbage collector's target (GOGC) when the GOGC
 	// environment variable is not set. The service allocates short-lived
 	// request objects at a high rate and the machine has memory to spare:
@@ -122,7 +128,7 @@ func Defaults() Config {
 		Addr: "127.0.0.1:8080", Data: "./data",
 		PracticePool: "1000.00", LoosenDelay: time.Hour, IdleTimeout: 2 * time.Minute,
 		SettleTimeout: 20 * time.Second, ShutdownTimeout: 15 * time.Second,
-		CheckpointInterval: 500 * time.Millisecond, LogLevel: "info", GCPercent: 400,
+		CheckpointInterval: 500 * time.Millisecond, LogLevel: "info", AccessLog: true, GCPercent: 400,
 		SpareProcs: 1, RateLimits: true, RateLimitScale: 1,
 	}
 }
@@ -325,6 +331,7 @@ var settingHelp = map[string]string{
 	"simulated_latency":       "delay of each simulated vendor answer (practice)",
 	"checkpoint_interval":     "how often the journal is folded into the data file",
 	"log_level":               "debug, info, warn or error",
+	"access_log":              "a log line per request (5xx answers are logged either way)",
 	"gc_percent":              "garbage collector target (GOGC) when GOGC is not set",
 	"spare_procs":             "Go processors beyond the CPUs when GOMAXPROCS is not set",
 	"rate_limits":             "enforce the rate limits of spec 8.1 (false: none at all)",

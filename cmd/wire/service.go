@@ -137,7 +137,7 @@ func Open(cfg Config, opts Options) (*Service, error) {
 		return nil, err
 	}
 	svc.api = transport.NewServer(transport.Config{System: svc.sys, JWKS: svc.keys.JWKS, Logger: log,
-		Limits: limits, Pages: pages})
+		Limits: limits, Pages: pages, AccessLog: cfg.AccessLog})
 	return svc, nil
 }
 

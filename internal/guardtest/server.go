@@ -27,7 +27,11 @@ type Server struct {
 	svc      *wire.Service
 	client   *http.Client
 	contract *openapi.Validator
+	logs     *syncBuffer
 }
+
+// Logs is what the service logged so far, as text lines (debug and up).
+func (s *Server) Logs() string { return s.logs.String() }
 
 // contract is built once: loading and checking the document is slow.
 var contract = sync.OnceValues(openapi.NewValidator)
@@ -112,7 +116,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 			t.Fatalf("guardtest: loading the OpenAPI document: %v", err)
 		}
 	}
-	s := &Server{URL: "http://" + ln.Addr().String(), Clock: o.clock, svc: svc, contract: v,
+	s := &Server{URL: "http://" + ln.Addr().String(), Clock: o.clock, svc: svc, contract: v, logs: logs,
 		client: &http.Client{Transport: &http.Transport{}, Timeout: 60 * time.Second}}
 	t.Cleanup(func() {
 		// The client leaves first, as clients do: a pooled connection that
