@@ -14,6 +14,7 @@ import (
 	"github.com/agentpay/guard/actors"
 	"github.com/agentpay/guard/internal/guardtest"
 	"github.com/agentpay/guard/policy"
+	"github.com/agentpay/guard/transport/rail"
 )
 
 type approvalFixture struct {
@@ -94,6 +95,20 @@ func (f *approvalFixture) read(t *testing.T, id string) policy.Spend {
 	return sp
 }
 
+// tightenAbove publishes rules tighter than sp was created under that
+// still let it pass (a per-spend limit of 3.00 for its 2.00).
+func (f *approvalFixture) tightenAbove(t *testing.T, sp policy.Spend) policy.Policy {
+	t.Helper()
+	pol, err := f.h.sys.PublishPolicy(context.Background(), f.owner, f.agent.AgentID, func(r policy.Rules) (policy.Rules, *actors.Error) {
+		r.PerSpendLimit = policy.MustAmount("3.00")
+		return r, nil
+	}, nil)
+	if err != nil || pol.Version == sp.PolicyVersion {
+		t.Fatalf("publishing: version %d (the spend's %d), %v", pol.Version, sp.PolicyVersion, err)
+	}
+	return pol
+}
+
 func conflict(err error) bool {
 	var e *actors.Error
 	return errors.As(err, &e) && e.Code == actors.CodeConflict
@@ -127,13 +142,7 @@ func TestApproveSettles(t *testing.T) {
 func TestApproveAfterRestartSettles(t *testing.T) {
 	f := newApprovalFixture(t)
 	sp := f.pending(t)
-	pol, err := f.h.sys.PublishPolicy(context.Background(), f.owner, f.agent.AgentID, func(r policy.Rules) (policy.Rules, *actors.Error) {
-		r.PerSpendLimit = policy.MustAmount("3.00") // tighter, still above its 2.00
-		return r, nil
-	}, nil)
-	if err != nil || pol.Version == sp.PolicyVersion {
-		t.Fatalf("publishing: version %d (the spend's %d), %v", pol.Version, sp.PolicyVersion, err)
-	}
+	pol := f.tightenAbove(t, sp)
 	f.h.close()
 	f.h.open("100.00")
 	if _, err := f.decide(sp, actors.DecisionApprove); err != nil {
@@ -144,28 +153,10 @@ func TestApproveAfterRestartSettles(t *testing.T) {
 		t.Fatalf("approved after a restart, the spend is %s: %s", done.Status, done.Message)
 	}
 	// Its receipt names the rules it was decided under.
-	rc, err := f.h.sys.Receipt(f.agent, *done.Settlement.ReceiptID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	parts := strings.Split(rc.JWS, ".")
-	if len(parts) != 3 {
-		t.Fatalf("receipt %q is not a compact JWS", rc.JWS)
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		t.Fatalf("receipt payload %q: %v", parts[1], err)
-	}
-	var claims struct {
-		PolicyVersion int    `json:"policy_version"`
-		PolicyHash    string `json:"policy_hash"`
-	}
-	if err := json.Unmarshal(payload, &claims); err != nil {
-		t.Fatal(err)
-	}
-	if done.PolicyVersion != pol.Version || claims.PolicyVersion != pol.Version || claims.PolicyHash != pol.Hash {
+	rv, rh := receiptPolicy(t, f, done)
+	if done.PolicyVersion != pol.Version || rv != pol.Version || rh != pol.Hash {
 		t.Fatalf("spend policy_version %d, receipt's %d hash %q: want %d and %q, the rules it was approved under",
-			done.PolicyVersion, claims.PolicyVersion, claims.PolicyHash, pol.Version, pol.Hash)
+			done.PolicyVersion, rv, rh, pol.Version, pol.Hash)
 	}
 	if r := actors.Audit(f.h.store, nil); r.Err() != nil {
 		t.Fatal(r.Err())
@@ -425,4 +416,74 @@ func TestPolicyChangedDeclineReportsTheNewRules(t *testing.T) {
 	if done := f.read(t, sp.ID); done.PolicyVersion != pol.Version || done.Rule == nil {
 		t.Errorf("the stored spend: version %d, rule %+v", done.PolicyVersion, done.Rule)
 	}
+}
+
+// A spend approved under newer rules that still let it pass reports that
+// version (spec 2.1). Stopped between the approval and the vendor's
+// answer, the service picks the payment up at its next start from the
+// active record, which must carry the newer version too: the payment ends
+// still reporting the rules it was approved under, and so does its receipt.
+func TestApprovedUnderNewerRulesKeepsTheirVersionAcrossARestart(t *testing.T) {
+	f := newApprovalFixture(t)
+	// A vendor that answers only when the service stops waiting.
+	f.h.close()
+	f.h.vendor = rail.SimulatedOptions{Latency: time.Hour}
+	f.h.open("100.00")
+	sp := f.pending(t)
+	pol := f.tightenAbove(t, sp)
+	got, err := f.decide(sp, actors.DecisionApprove)
+	if err != nil || got.Status != policy.StatusApproved || got.PolicyVersion != pol.Version {
+		t.Fatalf("approve: %v, status %s, version %d (want approved under %d)", err, got.Status, got.PolicyVersion, pol.Version)
+	}
+	f.h.close()
+	f.h.vendor = rail.SimulatedOptions{}
+	f.h.open("100.00")
+	// The next start verifies the payment (it never re-sends it).
+	var done policy.Spend
+	for range 50 {
+		f.h.clock.Advance(2 * time.Second)
+		if done = f.read(t, sp.ID); done.Status.Terminal() {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !done.Status.Terminal() {
+		t.Fatalf("after the restart the spend is still %s", done.Status)
+	}
+	if done.Status != policy.StatusSettled || done.PolicyVersion != pol.Version {
+		t.Fatalf("the spend ended %s under version %d; want settled under %d, the version it was approved under",
+			done.Status, done.PolicyVersion, pol.Version)
+	}
+	if v, h := receiptPolicy(t, f, done); v != pol.Version || h != pol.Hash {
+		t.Fatalf("the receipt names version %d hash %q; the spend was approved under %d %q", v, h, pol.Version, pol.Hash)
+	}
+	if r := actors.Audit(f.h.store, nil); r.Err() != nil {
+		t.Fatal(r.Err())
+	}
+}
+
+// receiptPolicy is the policy version and hash a settled spend's receipt
+// signs.
+func receiptPolicy(t *testing.T, f *approvalFixture, sp policy.Spend) (int, string) {
+	t.Helper()
+	rc, err := f.h.sys.Receipt(f.agent, *sp.Settlement.ReceiptID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.Split(rc.JWS, ".")
+	if len(parts) != 3 {
+		t.Fatalf("receipt %q is not a compact JWS", rc.JWS)
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatalf("receipt payload %q: %v", parts[1], err)
+	}
+	var claims struct {
+		PolicyVersion int    `json:"policy_version"`
+		PolicyHash    string `json:"policy_hash"`
+	}
+	if err := json.Unmarshal(payload, &claims); err != nil {
+		t.Fatal(err)
+	}
+	return claims.PolicyVersion, claims.PolicyHash
 }

@@ -35,6 +35,8 @@ type harness struct {
 	sys   *actors.System
 	clock *guardtest.FakeClock
 	path  string
+	// vendor configures the practice vendor of the next open.
+	vendor rail.SimulatedOptions
 }
 
 func newHarness(t *testing.T, clock *guardtest.FakeClock, pool string) *harness {
@@ -60,7 +62,7 @@ func (h *harness) open(pool string) {
 		h.t.Fatal(err)
 	}
 	sys, err := actors.New(actors.Config{Store: store, Clock: h.clock, Signer: signer{kr},
-		PracticeRail: rail.NewSimulated(rail.SimulatedOptions{}), PracticePool: policy.MustAmount(pool),
+		PracticeRail: rail.NewSimulated(h.vendor), PracticePool: policy.MustAmount(pool),
 		VerifyBackoff: []time.Duration{time.Second}, IdleTimeout: time.Hour})
 	if err != nil {
 		h.t.Fatal(err)
