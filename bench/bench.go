@@ -57,20 +57,35 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	var agents []agentCred
 	if proc != nil {
 		agents, err = setupInProcess(ctx, proc, client, cfg.Agents)
+		if err == nil {
+			progress("%d agents ready on %s", len(agents), addr)
+		}
 	} else {
 		keys := cfg.ownerKeys()
-		agents, err = setupTarget(client, keys, cfg.Agents)
-		if err == nil && len(agents) < cfg.Agents {
-			rep.Notes = append(rep.Notes, fmt.Sprintf(
-				"the %d owner(s) could create only %d of the %d agents asked for (practice quota: %d per owner; give more owner keys, separated by commas)",
-				len(keys), len(agents), cfg.Agents, actors.MaxActiveAgentsPractice))
+		var tgt *targetSetup
+		tgt, err = setupTarget(ctx, client, keys, cfg.Agents, progress)
+		// Deferred before any return, so that the keys the run made are
+		// revoked however it ends (an error, or Ctrl-C: ctx ended).
+		defer func() {
+			if rerr := tgt.revokeKeys(ctx); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+		}()
+		if err == nil {
+			agents = tgt.agents
+			rep.TargetAgents = &TargetAgents{Reused: tgt.reused, Created: tgt.created}
+			progress("%d agents ready on %s: %d reused from earlier runs, %d new", len(agents), addr, tgt.reused, tgt.created)
+			if len(agents) < cfg.Agents {
+				rep.Notes = append(rep.Notes, fmt.Sprintf(
+					"the %d owner(s) could reuse or create only %d of the %d agents asked for (each may keep %d active practice agents; give more owner keys, separated by commas)%s",
+					len(keys), len(agents), cfg.Agents, actors.MaxActiveAgentsPractice, tgt.pausedHint()))
+			}
 		}
 	}
 	if err != nil {
 		return nil, err
 	}
 	rep.Agents = len(agents)
-	progress("%d agents ready on %s", len(agents), addr)
 
 	run := runID()
 	// Each phase keeps its seed whichever others run.

@@ -342,7 +342,8 @@ func TestReportSaysWhoseCPU(t *testing.T) {
 
 // TestRunAgainstTargetWithSeveralOwners: against a running server, the
 // agents come from every owner key given, each owner up to its practice
-// quota, and the report says when the owners could not make them all.
+// quota, a later run reusing those of earlier ones; the report says when
+// the owners could not give them all.
 func TestRunAgainstTargetWithSeveralOwners(t *testing.T) {
 	srv, err := startInProcess(Config{IdleTimeout: time.Minute})
 	if err != nil {
@@ -363,10 +364,12 @@ func TestRunAgainstTargetWithSeveralOwners(t *testing.T) {
 	per := actors.MaxActiveAgentsPractice
 	for _, tc := range []struct {
 		ask, want int
+		origin    TargetAgents
 		note      bool
 	}{
-		{per + 2, per + 2, false}, // the first owner full, two from the second
-		{2 * per, per - 2, true},  // only what the second owner has left
+		{per + 2, per + 2, TargetAgents{Created: per + 2}, false},                  // the first owner full, two from the second
+		{2 * per, 2 * per, TargetAgents{Reused: per + 2, Created: per - 2}, false}, // those again, and what the second owner has left
+		{2*per + 3, 2 * per, TargetAgents{Reused: 2 * per}, true},                  // more than the owners may have
 	} {
 		var progress bytes.Buffer
 		rep, err := Run(ctx, Config{Target: "http://" + srv.addr, OwnerKey: keys, Agents: tc.ask, Conns: 4,
@@ -374,10 +377,10 @@ func TestRunAgainstTargetWithSeveralOwners(t *testing.T) {
 		if err != nil {
 			t.Fatalf("asking for %d agents: %v\n%s", tc.ask, err, progress.String())
 		}
-		if rep.Agents != tc.want {
-			t.Errorf("asked for %d agents, the run used %d, want %d", tc.ask, rep.Agents, tc.want)
+		if rep.Agents != tc.want || rep.TargetAgents == nil || *rep.TargetAgents != tc.origin {
+			t.Errorf("asked for %d agents, the run used %d (%+v), want %d (%+v)", tc.ask, rep.Agents, rep.TargetAgents, tc.want, tc.origin)
 		}
-		noted := slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.Contains(n, "could create only") })
+		noted := slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.Contains(n, "could reuse or create only") })
 		if noted != tc.note {
 			t.Errorf("asked for %d agents: notes %q, want a quota note: %v", tc.ask, rep.Notes, tc.note)
 		}

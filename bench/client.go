@@ -1,8 +1,11 @@
 package bench
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -27,14 +30,58 @@ type apiCallError struct {
 	status       int
 	code         string
 	message      string
+	retryAfter   time.Duration // of a 429; 0 when the answer gave none
 }
 
 func (e *apiCallError) Error() string {
-	return fmt.Sprintf("%s %s: HTTP %d %s: %s", e.method, e.path, e.status, e.code, e.message)
+	s := fmt.Sprintf("%s %s: HTTP %d %s: %s", e.method, e.path, e.status, e.code, e.message)
+	if e.status == fasthttp.StatusTooManyRequests {
+		s += " (a server started for a load test with -rate-limits=false, or GUARD_RATE_LIMITS=false, does not refuse the bench's setup)"
+	}
+	return s
 }
 
-// callJSON sends one setup request and decodes a 2xx answer into out.
-func callJSON(c *fasthttp.HostClient, method, path, key string, body any, out any) error {
+// isCode reports whether err is an answer of the service with that error
+// code.
+func isCode(err error, code string) bool {
+	var ae *apiCallError
+	return errors.As(err, &ae) && ae.code == code
+}
+
+// Setup calls wait out a 429 whose Retry-After is at most maxSetupWait,
+// up to maxSetupRetries times: a burst of administration writes clears in
+// seconds, while the daily limit on new keys would hold the run for most
+// of an hour, and is better reported at once.
+const (
+	maxSetupWait    = 30 * time.Second
+	maxSetupRetries = 5
+	setupCallLimit  = 30 * time.Second
+)
+
+// callJSON sends one setup request and decodes a 2xx answer into out. It
+// gives up when ctx ends, and each attempt after setupCallLimit.
+func callJSON(ctx context.Context, c *fasthttp.HostClient, method, path, key string, body any, out any) error {
+	for attempt := 0; ; attempt++ {
+		err := callOnce(ctx, c, method, path, key, body, out)
+		var ae *apiCallError
+		if !errors.As(err, &ae) || ae.status != fasthttp.StatusTooManyRequests ||
+			ae.retryAfter <= 0 || ae.retryAfter > maxSetupWait || attempt == maxSetupRetries {
+			return err
+		}
+		wait := time.NewTimer(ae.retryAfter)
+		select {
+		case <-ctx.Done():
+			wait.Stop()
+			return fmt.Errorf("%s %s: %w", method, path, ctx.Err())
+		case <-wait.C:
+		}
+	}
+}
+
+func callOnce(ctx context.Context, c *fasthttp.HostClient, method, path, key string, body any, out any) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
@@ -52,7 +99,11 @@ func callJSON(c *fasthttp.HostClient, method, path, key string, body any, out an
 		req.Header.SetContentType("application/json")
 		req.SetBody(b)
 	}
-	if err := c.DoTimeout(req, resp, 30*time.Second); err != nil {
+	deadline := time.Now().Add(setupCallLimit)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if err := c.DoDeadline(req, resp, deadline); err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	if sc := resp.StatusCode(); sc < 200 || sc > 299 {
@@ -63,7 +114,11 @@ func callJSON(c *fasthttp.HostClient, method, path, key string, body any, out an
 			} `json:"error"`
 		}
 		_ = json.Unmarshal(resp.Body(), &e)
-		return &apiCallError{method: method, path: path, status: sc, code: e.Error.Code, message: e.Error.Message}
+		ae := &apiCallError{method: method, path: path, status: sc, code: e.Error.Code, message: e.Error.Message}
+		if secs, err := strconv.Atoi(string(resp.Header.Peek("Retry-After"))); err == nil && secs > 0 {
+			ae.retryAfter = time.Duration(secs) * time.Second
+		}
+		return ae
 	}
 	if out == nil {
 		return nil

@@ -17,7 +17,8 @@ import (
 type Config struct {
 	// Agents is how many agents the load spreads over. In-process, five
 	// per bootstrapped owner (the practice quota); against a running
-	// server, as many as the owner may still create, up to this number.
+	// server, up to this number: the active agents earlier runs made,
+	// then new ones while the owners have room.
 	Agents int
 	// Conns is the number of concurrent connections, one request in
 	// flight on each.

@@ -14,12 +14,17 @@
 //  1. Creates the agents of the load over the HTTP API (POST /v1/agents and
 //     POST /v1/agents/{id}/keys). In-process, it first bootstraps one
 //     practice owner per five agents through System().CreateOwner, each with
-//     a pool large enough never to run dry; against a target it uses the
-//     given owner key and as many agents as that owner may still create
-//     (five practice agents per owner at most). Every agent's rules trust
-//     api.vendor.com and have limits the load never reaches, so every spend
-//     takes the full path: rules, hold, journal, simulated vendor, receipt,
-//     journal again.
+//     a pool large enough never to run dry. Against a target it uses the
+//     given owner keys: it reuses the active agents earlier runs made
+//     (named guard-bench-...), publishing the load's rules again on any
+//     whose rules changed since, and creates agents only for the rest
+//     while the owner has room (five active practice agents per owner at
+//     most); it never archives one. Each agent gets a new key, revoked
+//     when the run ends, however it ends; an agent that already holds the
+//     most keys allowed (left by a killed run) first loses its oldest.
+//     Every agent's rules trust api.vendor.com and have limits the load
+//     never reaches, so every spend takes the full path: rules, hold,
+//     journal, simulated vendor, receipt, journal again.
 //  2. Runs three phases (or those named in Config.Phases), one after the
 //     other, each Warmup unmeasured then Duration measured, from Conns
 //     connections with one request in flight on each (fasthttp

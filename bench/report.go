@@ -21,6 +21,9 @@ type Report struct {
 	Conns      int      `json:"conns"`
 	Duration   Duration `json:"duration"`
 	Warmup     Duration `json:"warmup"`
+	// TargetAgents says, against a target, how many of the agents an
+	// earlier run made (nil in-process, where every agent is new).
+	TargetAgents *TargetAgents `json:"target_agents,omitempty"`
 	// Rate is Config.Rate: 0 for a closed loop.
 	Rate float64 `json:"rate,omitempty"`
 	// JournalDir is Config.JournalDir: where the in-process service's
@@ -36,6 +39,13 @@ type Report struct {
 	Memory  *MemoryReport  `json:"memory,omitempty"`
 	// Notes say what the run could not measure, or what skews it.
 	Notes []string `json:"notes,omitempty"`
+}
+
+// TargetAgents are the agents of a run against a target: those reused
+// from earlier runs (found by their names) and those made by this one.
+type TargetAgents struct {
+	Reused  int `json:"reused"`
+	Created int `json:"created"`
 }
 
 // Duration marshals as a Go duration string ("10s").
@@ -179,6 +189,9 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	if r.JournalDir != "" {
 		fmt.Fprintf(w, ", journal apart in %s", r.JournalDir)
+	}
+	if a := r.TargetAgents; a != nil {
+		fmt.Fprintf(w, "; agents: %d reused from earlier runs, %d new", a.Reused, a.Created)
 	}
 	fmt.Fprintf(w, "\n\n")
 

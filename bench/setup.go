@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/agentpay/guard/actors"
 	"github.com/agentpay/guard/cmd/wire"
+	"github.com/agentpay/guard/policy"
 )
 
 // Destination is the vendor every spend of the load pays.
@@ -23,16 +23,39 @@ const Destination = "api.vendor.com"
 // drains a pool: a declined spend measures nothing the operator cares for.
 const benchPool = "1000000000.00"
 
-// loadPolicy has limits the load never reaches: the run measures the full
-// path of an approved, settled spend, not the decline shortcut.
+// The limits of loadPolicy, which the load never reaches: the run
+// measures the full path of an approved, settled spend, not the decline
+// shortcut.
+const (
+	loadPerSpendLimit = "10.00"
+	loadApprovalOver  = "10.00"
+	loadCap           = "1000000.00" // daily and monthly
+)
+
+// loadPolicy is the policy body every agent of the load gets; the fields
+// it leaves out take the service's defaults.
 func loadPolicy() map[string]any {
 	return map[string]any{
-		"per_spend_limit":      "10.00",
-		"approval_over":        "10.00",
-		"daily_cap":            "1000000.00",
-		"monthly_cap":          "1000000.00",
+		"per_spend_limit":      loadPerSpendLimit,
+		"approval_over":        loadApprovalOver,
+		"daily_cap":            loadCap,
+		"monthly_cap":          loadCap,
 		"trusted_destinations": []string{Destination},
 	}
+}
+
+// loadPolicyHash is the hash of the rules loadPolicy publishes, defaults
+// included. A reused agent whose rules in effect carry another hash was
+// changed since the bench set them, and gets them again: a run on reused
+// agents must measure what a run on new ones does.
+func loadPolicyHash() string {
+	perSpend, approval, limit := loadPerSpendLimit, loadApprovalOver, loadCap
+	rules, ferr := policy.RulesInput{PerSpendLimit: &perSpend, ApprovalOver: &approval, DailyCap: &limit,
+		MonthlyCap: &limit, TrustedDestinations: &[]string{Destination}}.Validate(policy.DefaultRules())
+	if ferr != nil {
+		panic("bench: the load policy is invalid: " + ferr.Param + ": " + ferr.Message)
+	}
+	return rules.Hash()
 }
 
 // agentCred is one agent of the load and its key.
@@ -128,19 +151,19 @@ func bootstrapOwners(ctx context.Context, sys *actors.System, prefix string, n i
 	return out, err
 }
 
-// createAgents creates up to n agents of one owner over HTTP, each with a
-// key. It stops early, without an error, when the owner's practice quota
-// is full; it fails when not even one agent could be created.
-func createAgents(c *fasthttp.HostClient, ownerKey, namePrefix string, n int) ([]agentCred, error) {
+// createAgents creates up to n agents of a new in-process owner over
+// HTTP, each with a key. It stops early, without an error, when the
+// owner's practice quota is full; it fails when not even one agent could
+// be created.
+func createAgents(ctx context.Context, c *fasthttp.HostClient, ownerKey, namePrefix string, n int) ([]agentCred, error) {
 	var out []agentCred
 	for i := 0; i < n; i++ {
 		var ag struct {
 			ID string `json:"id"`
 		}
-		err := callJSON(c, "POST", "/v1/agents", ownerKey,
+		err := callJSON(ctx, c, "POST", "/v1/agents", ownerKey,
 			map[string]any{"name": fmt.Sprintf("%s-%d", namePrefix, i), "policy": loadPolicy()}, &ag)
-		var ae *apiCallError
-		if errors.As(err, &ae) && ae.code == string(actors.CodeQuotaExceeded) && len(out) > 0 {
+		if isCode(err, string(actors.CodeQuotaExceeded)) && len(out) > 0 {
 			break
 		}
 		if err != nil {
@@ -149,7 +172,7 @@ func createAgents(c *fasthttp.HostClient, ownerKey, namePrefix string, n int) ([
 		var key struct {
 			Secret string `json:"secret"`
 		}
-		if err := callJSON(c, "POST", "/v1/agents/"+ag.ID+"/keys", ownerKey, nil, &key); err != nil {
+		if err := callJSON(ctx, c, "POST", "/v1/agents/"+ag.ID+"/keys", ownerKey, nil, &key); err != nil {
 			return out, err
 		}
 		out = append(out, agentCred{ID: ag.ID, Key: key.Secret})
@@ -167,7 +190,7 @@ func setupInProcess(ctx context.Context, p *inProcess, c *fasthttp.HostClient, n
 	creds := make([][]agentCred, len(owners))
 	err = parallel(ctx, len(owners), 8, func(i int) error {
 		want := min(per, n-i*per)
-		got, err := createAgents(c, owners[i].Keys[actors.EnvTest], fmt.Sprintf("load-%d", i), want)
+		got, err := createAgents(ctx, c, owners[i].Keys[actors.EnvTest], fmt.Sprintf("load-%d", i), want)
 		if err == nil && len(got) < want {
 			err = fmt.Errorf("owner %d got %d agents of %d", i, len(got), want)
 		}
@@ -180,32 +203,6 @@ func setupInProcess(ctx context.Context, p *inProcess, c *fasthttp.HostClient, n
 	var out []agentCred
 	for _, cs := range creds {
 		out = append(out, cs...)
-	}
-	return out, nil
-}
-
-// setupTarget creates up to n agents, as many as each owner may still
-// have, one owner after the other. An owner whose quota is already full
-// is skipped; it is an error only when no owner could create one.
-func setupTarget(c *fasthttp.HostClient, ownerKeys []string, n int) ([]agentCred, error) {
-	prefix := fmt.Sprintf("bench-%d", time.Now().Unix())
-	var out []agentCred
-	for i, key := range ownerKeys {
-		if len(out) >= n {
-			break
-		}
-		got, err := createAgents(c, key, fmt.Sprintf("%s-%d", prefix, i), n-len(out))
-		var ae *apiCallError
-		if errors.As(err, &ae) && ae.code == string(actors.CodeQuotaExceeded) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("creating agents on %s with owner key %d of %d: %w", c.Addr, i+1, len(ownerKeys), err)
-		}
-		out = append(out, got...)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("the owner(s) already have the most practice agents allowed (%d each); archive some or use other owners", actors.MaxActiveAgentsPractice)
 	}
 	return out, nil
 }

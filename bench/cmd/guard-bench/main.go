@@ -25,6 +25,14 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first interrupt ends the run, which then revokes the agent keys
+	// it made on a -target server; from then on the signals are no longer
+	// caught, so a second one ends the process at once (a later run
+	// revokes what this one left, when it needs the room).
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	err := Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
@@ -51,7 +59,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	target := fs.String("target", "", "base URL of a running server (http://host:port); empty starts one in-process")
 	dataDir := fs.String("data-dir", "", "where the in-process service's temporary data directory is made (default: the system's temporary directory)")
 	journalDir := fs.String("journal-dir", "", "where the in-process service's temporary journal directory is made, apart from the data (say, on another disk); empty keeps the journal beside the data file")
-	ownerKey := fs.String("owner-key", "", "practice owner key of the -target server, or several separated by commas (each owner may have 5 practice agents)")
+	ownerKey := fs.String("owner-key", "", "practice owner key of the -target server, or several separated by commas (each owner may have 5 practice agents; the bench reuses the agents its earlier runs made)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of one phase (see -profile-phase) to this file")
 	profilePhase := fs.String("profile-phase", "spends", "phase that -cpuprofile and -trace cover: spends, balance or check")

@@ -1,0 +1,318 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/agentpay/guard/actors"
+)
+
+// benchAgentPrefix begins the name of every agent the bench makes on a
+// running server. A later run knows the agent by it as the bench's, with
+// every key it holds, and reuses it: an owner may keep only 5 active
+// practice agents and 20 archived ones (spec 8.3), so neither a new agent
+// per run nor archiving the last run's agents would last.
+const benchAgentPrefix = "guard-bench-"
+
+// legacyAgentName matches the names earlier versions of the bench gave
+// their agents ("bench-<unix time>-<owner>-<n>") and left active. Reused
+// like the others, they no longer hold the owner's quota against the
+// bench.
+var legacyAgentName = regexp.MustCompile(`^bench-[0-9]+-[0-9]+-[0-9]+$`)
+
+// isBenchAgent reports whether an agent's name says the bench made it.
+func isBenchAgent(name string) bool {
+	return strings.HasPrefix(name, benchAgentPrefix) || legacyAgentName.MatchString(name)
+}
+
+// listPage is one page of a list answer.
+type listPage[T any] struct {
+	Data    []T  `json:"data"`
+	HasMore bool `json:"has_more"`
+}
+
+// agentItem is an agent as the owner's agent list shows it.
+type agentItem struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Status    string    `json:"status"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// keyItem is a key as the owner's key list shows it (never its secret).
+type keyItem struct {
+	ID        string     `json:"id"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+}
+
+// policyItem is the part of a policy the setup reads.
+type policyItem struct {
+	Version     int       `json:"version"`
+	Hash        string    `json:"hash"`
+	EffectiveAt time.Time `json:"effective_at"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+// listPageSize is how many items the setup asks of each page of a list:
+// the most the service gives (spec 8.2). A test lowers it to see the
+// pages followed.
+var listPageSize = actors.MaxPageSize
+
+// listAll reads every page of an owner list, each page starting after the
+// last item of the one before.
+func listAll[T any](ctx context.Context, c *fasthttp.HostClient, key, path string, query url.Values, id func(T) string) ([]T, error) {
+	q := url.Values{}
+	for k, v := range query {
+		q[k] = v
+	}
+	q.Set("limit", strconv.Itoa(listPageSize))
+	var out []T
+	for {
+		var pg listPage[T]
+		if err := callJSON(ctx, c, "GET", path+"?"+q.Encode(), key, nil, &pg); err != nil {
+			return out, err
+		}
+		out = append(out, pg.Data...)
+		if !pg.HasMore || len(pg.Data) == 0 {
+			return out, nil
+		}
+		q.Set("starting_after", id(pg.Data[len(pg.Data)-1]))
+	}
+}
+
+// madeKey is an agent key a run made, and the owner key that revokes it.
+type madeKey struct {
+	id, agentID, ownerKey string
+}
+
+// targetSetup is what a run against a running server set up, and what it
+// must undo when the run ends: the agent keys it made.
+type targetSetup struct {
+	client   *fasthttp.HostClient
+	progress func(format string, args ...any)
+	// policyHash is the hash of the load's rules, as the bench computes
+	// it until the service has published them once in this run, and as
+	// the service computes it from then on.
+	policyHash string
+	agents     []agentCred
+	reused     int
+	created    int
+	// paused counts the bench's agents left out because they are paused:
+	// every spend of a paused agent is declined, and resuming it is the
+	// owner's decision, not the bench's.
+	paused int
+	keys   []madeKey
+}
+
+// setupTarget readies up to n agents, each with a key of its own, from
+// the owners one after the other: first the active agents earlier runs
+// made, their rules confirmed, then new ones while the owner has room. An
+// owner with neither is skipped; it is an error only when no owner gave
+// an agent. The setup comes back even with an error: its keys must still
+// be revoked.
+func setupTarget(ctx context.Context, c *fasthttp.HostClient, ownerKeys []string, n int, progress func(string, ...any)) (*targetSetup, error) {
+	t := &targetSetup{client: c, progress: progress, policyHash: loadPolicyHash()}
+	namePrefix := fmt.Sprintf("%s%d", benchAgentPrefix, time.Now().Unix())
+	for i, key := range ownerKeys {
+		if len(t.agents) >= n {
+			break
+		}
+		if err := t.setupOwner(ctx, key, namePrefix, n-len(t.agents)); err != nil {
+			return t, fmt.Errorf("setting up agents on %s with owner key %d of %d: %w", c.Addr, i+1, len(ownerKeys), err)
+		}
+	}
+	if len(t.agents) == 0 {
+		return t, fmt.Errorf("no owner has an active agent of an earlier bench run (named %s...) to reuse, nor room for a new one: each of the %d owner(s) already has the most active practice agents allowed (%d). Archive agents no longer needed (POST /v1/agents/{id}/archive; an owner keeps at most %d archived ones), or give another owner key with -owner-key%s",
+			benchAgentPrefix, len(ownerKeys), actors.MaxActiveAgentsPractice, actors.MaxArchivedAgents, t.pausedHint())
+	}
+	return t, nil
+}
+
+// pausedHint names the paused agents of the bench, for a message that
+// says why there were too few agents; "" when there are none.
+func (t *targetSetup) pausedHint() string {
+	if t.paused == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d agent(s) of earlier bench runs are paused and were left out: resume them (POST /v1/agents/{id}/resume) and the bench reuses them", t.paused)
+}
+
+// setupOwner readies up to want agents of one owner: its active bench
+// agents first, the oldest first so that runs asking for as many agents
+// take the same ones, then new agents until the owner's quota is full.
+func (t *targetSetup) setupOwner(ctx context.Context, key, namePrefix string, want int) error {
+	all, err := listAll(ctx, t.client, key, "/v1/agents", nil, func(a agentItem) string { return a.ID })
+	if err != nil {
+		return fmt.Errorf("listing the owner's agents: %w", err)
+	}
+	var reuse []agentItem
+	for _, a := range all {
+		if !isBenchAgent(a.Name) {
+			continue
+		}
+		switch a.Status {
+		case actors.AgentActive:
+			reuse = append(reuse, a)
+		case actors.AgentPaused:
+			t.paused++
+		}
+	}
+	slices.SortFunc(reuse, func(a, b agentItem) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
+	})
+	reuse = reuse[:min(len(reuse), want)]
+	for _, a := range reuse {
+		if err := t.confirmPolicy(ctx, key, a); err != nil {
+			return err
+		}
+		if err := t.addAgent(ctx, key, a.ID); err != nil {
+			return err
+		}
+		t.reused++
+	}
+	for i := len(reuse); i < want; i++ {
+		var ag struct {
+			ID string `json:"id"`
+		}
+		err := callJSON(ctx, t.client, "POST", "/v1/agents", key,
+			map[string]any{"name": fmt.Sprintf("%s-%d", namePrefix, i), "policy": loadPolicy()}, &ag)
+		if isCode(err, string(actors.CodeQuotaExceeded)) {
+			return nil // no room left: the next owner's turn
+		}
+		if err != nil {
+			return err
+		}
+		t.created++
+		if err := t.addAgent(ctx, key, ag.ID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// confirmPolicy makes sure the rules in effect of a reused agent are the
+// load's, publishing them again when someone changed them since.
+func (t *targetSetup) confirmPolicy(ctx context.Context, key string, a agentItem) error {
+	var cur policyItem
+	if err := callJSON(ctx, t.client, "GET", "/v1/agents/"+a.ID+"/policy", key, nil, &cur); err != nil {
+		return fmt.Errorf("reading the rules of agent %s (%s): %w", a.ID, a.Name, err)
+	}
+	if cur.Hash == t.policyHash {
+		return nil
+	}
+	var pub policyItem
+	if err := callJSON(ctx, t.client, "POST", "/v1/agents/"+a.ID+"/policy", key, loadPolicy(), &pub); err != nil {
+		return fmt.Errorf("publishing the load's rules again on agent %s (%s), whose rules changed since an earlier run made it: %w", a.ID, a.Name, err)
+	}
+	// A server of another version may hash the rules, or fill in their
+	// defaults, otherwise: what it published is the reference.
+	t.policyHash = pub.Hash
+	if pub.EffectiveAt.After(pub.CreatedAt) {
+		return fmt.Errorf("agent %s (%s), made by an earlier run, has had its rules tightened since; the bench published its own again, but the service delays every loosening, so they apply only at %s. Run the bench again after that, or archive the agent (POST /v1/agents/%s/archive) and the bench makes a new one",
+			a.ID, a.Name, pub.EffectiveAt.UTC().Format(time.RFC3339), a.ID)
+	}
+	t.progress("agent %s (%s): its rules had changed since an earlier run; the load's are in effect again (version %d)", a.ID, a.Name, pub.Version)
+	return nil
+}
+
+// addAgent makes a key for an agent and adds the agent to the load. A
+// reused agent may already hold the most active keys an agent may have,
+// left by runs that were killed before they revoked theirs: its oldest
+// keys (the bench's, as the agent is) are then revoked one at a time until
+// the new one fits.
+func (t *targetSetup) addAgent(ctx context.Context, ownerKey, agentID string) error {
+	var (
+		stale  []keyItem
+		listed bool
+	)
+	for {
+		var k struct {
+			ID     string `json:"id"`
+			Secret string `json:"secret"`
+		}
+		err := callJSON(ctx, t.client, "POST", "/v1/agents/"+agentID+"/keys", ownerKey, nil, &k)
+		if err == nil {
+			t.keys = append(t.keys, madeKey{id: k.ID, agentID: agentID, ownerKey: ownerKey})
+			t.agents = append(t.agents, agentCred{ID: agentID, Key: k.Secret})
+			return nil
+		}
+		if !isCode(err, string(actors.CodeQuotaExceeded)) {
+			return fmt.Errorf("making a key for agent %s: %w", agentID, err)
+		}
+		if !listed {
+			keys, lerr := listAll(ctx, t.client, ownerKey, "/v1/keys", url.Values{"agent_id": {agentID}},
+				func(k keyItem) string { return k.ID })
+			if lerr != nil {
+				return fmt.Errorf("agent %s of an earlier bench run holds the most active keys allowed (%d); listing them to revoke the oldest: %w",
+					agentID, actors.MaxKeysPerAgent, lerr)
+			}
+			for _, key := range keys {
+				if key.RevokedAt == nil {
+					stale = append(stale, key)
+				}
+			}
+			slices.SortFunc(stale, func(a, b keyItem) int {
+				return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
+			})
+			listed = true
+		}
+		if len(stale) == 0 {
+			return fmt.Errorf("making a key for agent %s: %w; the bench revoked every older key of the agent and still has no room, so another run against the same owner holds them: let it end, or give other owner keys", agentID, err)
+		}
+		old := stale[0]
+		stale = stale[1:]
+		if rerr := callJSON(ctx, t.client, "POST", "/v1/keys/"+old.ID+"/revoke", ownerKey, nil, nil); rerr != nil {
+			return fmt.Errorf("agent %s of an earlier bench run holds the most active keys allowed (%d); revoking the oldest, %s: %w",
+				agentID, actors.MaxKeysPerAgent, old.ID, rerr)
+		}
+		t.progress("agent %s held the most active keys allowed (%d), left by a run that did not end cleanly; revoked the oldest, %s",
+			agentID, actors.MaxKeysPerAgent, old.ID)
+	}
+}
+
+// revokeTimeout bounds the revocations at the end of a run, which may
+// start after ctx has ended (Ctrl-C).
+const revokeTimeout = time.Minute
+
+// revokeKeys revokes the agent keys the run made, however it ended: left
+// active, they would fill the agents' quota of keys over a few runs.
+func (t *targetSetup) revokeKeys(ctx context.Context) error {
+	if t == nil || len(t.keys) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), revokeTimeout)
+	defer cancel()
+	t.progress("revoking the %d agent keys this run made", len(t.keys))
+	var (
+		left  []string
+		first error
+	)
+	for _, k := range t.keys {
+		err := callJSON(ctx, t.client, "POST", "/v1/keys/"+k.id+"/revoke", k.ownerKey, nil, nil)
+		var ae *apiCallError
+		if err == nil || errors.As(err, &ae) && ae.status == fasthttp.StatusNotFound {
+			continue // a 404: the key went with its agent (a practice reset)
+		}
+		left = append(left, k.id+" of agent "+k.agentID)
+		if first == nil {
+			first = err
+		}
+	}
+	t.keys = nil
+	if len(left) > 0 {
+		return fmt.Errorf("%d agent key(s) this run made are still active (%s): revoking them failed (%w). Revoke them with POST /v1/keys/{id}/revoke and the owner key, or leave them: a later run revokes an agent's oldest keys when it needs room for its own",
+			len(left), strings.Join(left, ", "), first)
+	}
+	return nil
+}
