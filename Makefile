@@ -8,11 +8,27 @@ BENCHTIME ?= 10s
 
 .PHONY: help
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {n[++k] = $$1; d[k] = $$2; if (length($$1) > w) w = length($$1)} \
+		END {f = "  %-" w "s  %s\n"; for (i = 1; i <= k; i++) printf f, n[i], d[i]}' $(MAKEFILE_LIST)
 
+# run starts the built binary, not `go run`: go run exits 1 when
+# interrupted, which make reports as "Error 1" after a clean Ctrl-C. When
+# make is the terminal's foreground job, the server runs as a job of its
+# own (set -m), so that Ctrl-C reaches the server alone: it stops
+# gracefully, exits 0, and make ends with that status instead of dying of
+# the signal too. Otherwise the shell gives way to the server (exec), so
+# that no shell interrupted beside it turns its clean stop into an error.
+# Every serve setting passes through as a GUARD_ variable, from the
+# environment or make's command line: make run GUARD_ADDR=127.0.0.1:9090
 .PHONY: run
-run: ## run the service on 127.0.0.1:8080 with a practice owner, agent and key (data in ./data)
-	$(GO) run ./cmd/guard serve -dev
+run: ## run the service on 127.0.0.1:8080 (GUARD_ADDR=host:port to change) with a practice owner, agent and key (data in ./data)
+	@mkdir -p bin
+	$(GO) build -o bin/guard ./cmd/guard
+	@if [ -t 0 ] && set -- $$(ps -o tpgid= -o pgid= -p $$$$ 2>/dev/null) && [ $$# -eq 2 ] && [ "$$1" = "$$2" ]; then \
+		set -m; bin/guard serve -dev; \
+	else \
+		exec bin/guard serve -dev; \
+	fi
 
 .PHONY: build
 build: ## build bin/guard and bin/guard-bench

@@ -31,7 +31,7 @@ const (
 	maxInputFile = 1 << 20
 )
 
-// commonUsage closes every group's usage text.
+// commonUsage closes the usage text of every group that talks to a server.
 const commonUsage = `Every command takes:
   -server URL   server address (default $GUARD_SERVER, else ` + defaultServer + `)
   -key KEY      owner key (default $GUARD_OWNER_KEY; required)
@@ -58,6 +58,7 @@ type subcommand struct {
 type cmdGroup struct {
 	name    string
 	summary string
+	footer  string // closes the usage: the flags every command takes
 	cmds    []subcommand
 }
 
@@ -69,16 +70,28 @@ func (g cmdGroup) usage() string {
 		fmt.Fprintf(tw, "  guard %s %s %s\t%s\n", g.name, sc.name, sc.synopsis, sc.summary)
 	}
 	_ = tw.Flush()
-	b.WriteString("\n" + commonUsage)
-	return b.String()
+	if g.footer != "" {
+		b.WriteString("\n" + g.footer)
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// names lists the group's commands for an error line: "list, create".
+func (g cmdGroup) names() string {
+	names := make([]string, len(g.cmds))
+	for i, sc := range g.cmds {
+		names[i] = sc.name
+	}
+	return strings.Join(names, ", ")
 }
 
 // runGroup dispatches "guard GROUP ...". A missing or unknown command
-// prints the group's usage and fails; -h prints it and succeeds.
+// prints the group's usage and is a usage error that names the commands
+// the group takes; -h prints the usage and succeeds.
 func runGroup(cio cliIO, g cmdGroup, args []string) error {
 	if len(args) == 0 {
 		fmt.Fprintln(cio.stderr, g.usage())
-		return fmt.Errorf("%s: missing command", g.name)
+		return usageErrorf("%s: missing command; guard %s takes %s", g.name, g.name, g.names())
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
@@ -98,7 +111,7 @@ func runGroup(cio cliIO, g cmdGroup, args []string) error {
 		return err
 	}
 	fmt.Fprintln(cio.stderr, g.usage())
-	return fmt.Errorf("%s: unknown command %q", g.name, args[0])
+	return usageErrorf("%s: unknown command %q; guard %s takes %s", g.name, args[0], g.name, g.names())
 }
 
 // cli is one command being run.
@@ -107,6 +120,7 @@ type cli struct {
 	name     string // "agents create"
 	synopsis string
 	summary  string
+	help     string // more on the command, for its -h; set before parsing
 
 	server  string
 	key     string
@@ -129,7 +143,11 @@ func (c *cli) flags() *flag.FlagSet {
 }
 
 func (c *cli) printUsage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprintf(w, "usage: guard %s %s\n\n%s\n\nFlags:\n", c.name, c.synopsis, c.summary)
+	fmt.Fprintf(w, "usage: guard %s %s\n\n%s\n\n", c.name, c.synopsis, c.summary)
+	if c.help != "" {
+		fmt.Fprintf(w, "%s\n\n", c.help)
+	}
+	fmt.Fprintln(w, "Flags:")
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 	fs.SetOutput(io.Discard)
@@ -158,7 +176,7 @@ func (c *cli) parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 				return nil, err
 			}
 			c.printUsage(c.stderr, fs)
-			return nil, err
+			return nil, usageError{fmt.Errorf("%s: %w", c.name, err)}
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
@@ -178,18 +196,24 @@ func (c *cli) parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 // resolves the server and the owner key.
 func (c *cli) want(fs *flag.FlagSet, pos []string, positional ...string) error {
 	if len(pos) != len(positional) {
-		c.printUsage(c.stderr, fs)
 		if len(pos) < len(positional) {
-			return fmt.Errorf("%s: missing %s", c.name, strings.Join(positional[len(pos):], " "))
+			return c.usageErr(fs, "missing %s", strings.Join(positional[len(pos):], " "))
 		}
-		return fmt.Errorf("%s: unexpected argument %q", c.name, pos[len(positional)])
+		return c.usageErr(fs, "unexpected argument %q", pos[len(positional)])
 	}
 	for i, p := range pos {
 		if strings.TrimSpace(p) == "" {
-			return fmt.Errorf("%s: %s must not be empty", c.name, positional[i])
+			return c.usageErr(fs, "%s must not be empty", positional[i])
 		}
 	}
 	return c.connect()
+}
+
+// usageErr prints the command's usage and returns a usage error that
+// names the command.
+func (c *cli) usageErr(fs *flag.FlagSet, format string, args ...any) error {
+	c.printUsage(c.stderr, fs)
+	return usageErrorf("%s: %s", c.name, fmt.Sprintf(format, args...))
 }
 
 // connect resolves the server address and the owner key from the flags,

@@ -18,6 +18,7 @@ const maxListPages = 10000
 var agentsGroup = cmdGroup{
 	name:    "agents",
 	summary: "Create, list and change the agents of the owner key's environment.",
+	footer:  commonUsage,
 	cmds: []subcommand{
 		{"list", "[-limit N]", "list every agent, newest first (N per request, 1 to 50)", agentsList},
 		{"create", "-name NAME [-policy FILE.json]", "create an agent, with a policy body (default rules otherwise)", agentsCreate},
@@ -172,8 +173,7 @@ func agentsCreate(c *cli, args []string) error {
 		return err
 	}
 	if strings.TrimSpace(*name) == "" {
-		c.printUsage(c.stderr, fs)
-		return fmt.Errorf("agents create: -name is required")
+		return c.usageErr(fs, "-name is required")
 	}
 	body := struct {
 		Name   string          `json:"name"`
@@ -261,8 +261,7 @@ func agentsPause(c *cli, args []string) error {
 	}
 	if !*all {
 		if *reason != "" {
-			c.printUsage(c.stderr, fs)
-			return fmt.Errorf("agents pause: -reason goes with -all")
+			return c.usageErr(fs, "-reason goes with -all")
 		}
 		if err := c.want(fs, pos, "AGENT_ID"); err != nil {
 			return err

@@ -13,6 +13,7 @@ const maxGraceHours = 168
 var keysGroup = cmdGroup{
 	name:    "keys",
 	summary: "Create, list, revoke and rotate API keys. A secret is shown once, when it is made.",
+	footer:  commonUsage,
 	cmds: []subcommand{
 		{"list", "", "list the owner's keys of the environment (never secrets)", keysList},
 		{"create", "AGENT_ID", "create a key for an agent and print its secret once", keysCreate},

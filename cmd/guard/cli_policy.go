@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 )
@@ -10,10 +11,13 @@ import (
 var policyGroup = cmdGroup{
 	name: "policy",
 	summary: "Read and publish an agent's policy. Tightening applies at once; loosening waits\n" +
-		"until its effective_at. A published body is a full policy: omitted fields take the defaults.",
+		"until its effective_at. A published body is a full policy: omitted fields take the defaults.\n" +
+		"To edit the rules: guard policy show -json AGENT_ID > rules.json, edit rules.json, then\n" +
+		"guard policy set AGENT_ID -file rules.json (\"guard policy set -h\" says what it checks).",
+	footer: commonUsage,
 	cmds: []subcommand{
 		{"show", "AGENT_ID", "print the policy in effect", policyShow},
-		{"set", "AGENT_ID -file FILE.json", "publish the policy body of a JSON file (\"-\" reads standard input)", policySet},
+		{"set", "AGENT_ID -file FILE.json", "publish the rules of a JSON file, such as show -json's output (\"-\": stdin)", policySet},
 	},
 }
 
@@ -105,19 +109,139 @@ func policyShow(c *cli, args []string) error {
 	return c.printPolicy("", raw)
 }
 
+// policyReadOnlyFields are the fields policy show -json prints besides
+// the rules: they describe the version and the agent, and the server's
+// policy body refuses them.
+var policyReadOnlyFields = []string{"object", "id", "agent_id", "version", "hash",
+	"paused", "livemode", "effective_at", "created_at", "request_id"}
+
+var (
+	policyReadOnly = func() map[string]bool {
+		m := make(map[string]bool, len(policyReadOnlyFields))
+		for _, f := range policyReadOnlyFields {
+			m[f] = true
+		}
+		return m
+	}()
+	policyReadOnlyList = strings.Join(policyReadOnlyFields, ", ")
+)
+
+// policySetHelp is the long help of policy set.
+var policySetHelp = `The file holds a policy body: the rules, each one optional; a rule left out takes its
+default, not its current value. The output of "guard policy show -json AGENT_ID" is such
+a file, edited or not. Its read-only fields
+  ` + policyReadOnlyList + `
+are checked, then left out of what is published: they must still describe the policy in
+effect for AGENT_ID. If another version took effect since the file was shown, nothing is
+published (show it again and redo the edit). Pausing is not a rule: use
+"guard agents pause|resume AGENT_ID".`
+
+// sameJSON reports whether two JSON values are equal as values, whatever
+// their spacing.
+func sameJSON(a, b json.RawMessage) bool {
+	var va, vb any
+	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
+		return false
+	}
+	return reflect.DeepEqual(va, vb)
+}
+
+// rulesOnly turns what policy show -json printed, edited or not, back into
+// a policy body: the read-only fields are checked against the agent's
+// policy in effect, then left out. A body without them is sent as it is.
+// Only those fields are taken out: a field the server does not know (a
+// typo) still reaches it and is refused by name.
+func (c *cli) rulesOnly(agentID, src string, body []byte) ([]byte, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		return nil, fmt.Errorf("%s: %w", src, err)
+	}
+	found := false
+	for f := range fields {
+		found = found || policyReadOnly[f]
+	}
+	if !found {
+		return body, nil
+	}
+	var current map[string]json.RawMessage
+	if _, err := c.getJSON("/v1/agents/"+pathID(agentID)+"/policy", nil, &current); err != nil {
+		return nil, err
+	}
+	if err := readOnlyMismatch(src, fields, current); err != nil {
+		return nil, err
+	}
+	for f := range fields {
+		if policyReadOnly[f] {
+			delete(fields, f)
+		}
+	}
+	return json.Marshal(fields)
+}
+
+// readOnlyMismatch says which read-only field of the file no longer
+// matches the agent's policy in effect (current), and what to do about it.
+// request_id names the answer the file was printed from: it is never
+// compared.
+func readOnlyMismatch(src string, fields, current map[string]json.RawMessage) error {
+	const nothing = "; nothing was published"
+	agent := plain(current["agent_id"])
+	if v, ok := fields["object"]; ok && !sameJSON(v, json.RawMessage(`"policy"`)) {
+		return fmt.Errorf("%s: object is %s, not \"policy\": this is not a policy; delete object if the rest is one%s", src, v, nothing)
+	}
+	if v, ok := fields["agent_id"]; ok && !sameJSON(v, current["agent_id"]) {
+		return fmt.Errorf("%s holds the policy of agent %s, not of %s%s. To publish these rules to %s, delete the read-only fields from the file: %s",
+			src, plain(v), agent, nothing, agent, policyReadOnlyList)
+	}
+	if v, ok := fields["version"]; ok && !sameJSON(v, current["version"]) {
+		return fmt.Errorf("%s was shown from policy version %s, but version %s is in effect now: publishing it would undo what changed since%s. "+
+			"Show the policy again (guard policy show -json %s), redo the edit and set it again", src, plain(v), plain(current["version"]), nothing, agent)
+	}
+	for _, f := range []string{"id", "hash", "effective_at", "created_at"} {
+		if v, ok := fields[f]; ok && !sameJSON(v, current[f]) {
+			return fmt.Errorf("%s: %s is %s, but the version in effect has %s; %s is read-only: put it back or delete it%s", src, f, v, current[f], f, nothing)
+		}
+	}
+	if v, ok := fields["paused"]; ok && !sameJSON(v, current["paused"]) {
+		state := "not paused"
+		if sameJSON(current["paused"], json.RawMessage("true")) {
+			state = "paused"
+		}
+		return fmt.Errorf("%s: paused is %s, but the agent is %s now. Pausing is not a rule: use \"guard agents pause|resume %s\", "+
+			"and put paused back or delete it%s", src, v, state, agent, nothing)
+	}
+	if v, ok := fields["livemode"]; ok && !sameJSON(v, current["livemode"]) {
+		return fmt.Errorf("%s: livemode is %s, but the agent's is %s: an agent's environment is fixed when it is made; put livemode back or delete it%s",
+			src, v, current["livemode"], nothing)
+	}
+	return nil
+}
+
 func policySet(c *cli, args []string) error {
+	c.help = policySetHelp
 	fs := c.flags()
-	file := fs.String("file", "", "`FILE.json` holding the policy body (required; \"-\" reads standard input)")
-	pos, err := c.parse(fs, args, "AGENT_ID")
+	file := fs.String("file", "", "`FILE.json` holding the policy body, or the output of policy show -json (required; \"-\" reads standard input)")
+	pos, err := c.parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if *file == "" {
-		c.printUsage(c.stderr, fs)
-		return fmt.Errorf("policy set: -file is required")
+		if len(pos) == 2 {
+			return c.usageErr(fs, "give the file with -file: guard policy set %s -file %s", pos[0], pos[1])
+		}
+		return c.usageErr(fs, "-file is required")
+	}
+	if err := c.want(fs, pos, "AGENT_ID"); err != nil {
+		return err
 	}
 	body, err := c.readJSONObject("file", *file)
 	if err != nil {
+		return err
+	}
+	src := *file
+	if src == "-" {
+		src = "standard input"
+	}
+	if body, err = c.rulesOnly(pos[0], src, body); err != nil {
 		return err
 	}
 	raw, err := c.postJSON("/v1/agents/"+pathID(pos[0])+"/policy", body, nil)

@@ -26,8 +26,34 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "guard:", err)
-		os.Exit(1)
 	}
+	os.Exit(exitCode(err))
+}
+
+// usageError is a command line that cannot run as typed: an unknown or
+// missing command, an unknown flag, a missing or extra argument, a
+// required flag left out. The usage was printed with it. It exits with
+// status 2, as the flag package's own programs do, so that a script can
+// tell a mistyped command line (2) from a command that ran and failed (1).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usageErrorf(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// exitCode is the process's exit status for what Run returned.
+func exitCode(err error) int {
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ue):
+		return 2
+	}
+	return 1
 }
 
 const usage = `usage:
@@ -47,7 +73,7 @@ Administration of a running server with an owner key:
   guard keys revoke KEY_ID
   guard keys rotate KEY_ID [-grace-hours N]
   guard policy show AGENT_ID
-  guard policy set AGENT_ID -file FILE.json
+  guard policy set AGENT_ID -file FILE.json   (the output of policy show -json will do)
 These take -server URL (or GUARD_SERVER, default ` + defaultServer + `),
 -key KEY (or GUARD_OWNER_KEY) and -json; "guard agents -h" and so on for more.
 
@@ -63,26 +89,25 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return err
 }
 
+// commands are what "guard" takes first, as the usage error lists them.
+const commands = "serve, owner, agents, keys, policy, help"
+
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) error {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, usage)
-		return fmt.Errorf("no command given")
+		return usageErrorf("no command given; the commands are %s", commands)
 	}
+	groups := map[string]cmdGroup{"owner": ownerGroup, "agents": agentsGroup, "keys": keysGroup, "policy": policyGroup}
 	switch args[0] {
 	case "serve":
 		return serve(ctx, args[1:], stdout, stderr, getenv)
-	case "owner":
-		if len(args) < 2 || args[1] != "create" {
-			return fmt.Errorf("usage: guard owner create [-config FILE] [-data DIR] [-journal-dir DIR] -name NAME -email EMAIL")
-		}
-		return ownerCreate(ctx, args[2:], stdin, stdout, stderr, getenv)
-	case "agents", "keys", "policy":
+	case "owner", "agents", "keys", "policy":
 		cio := cliIO{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
-		return runGroup(cio, map[string]cmdGroup{"agents": agentsGroup, "keys": keysGroup, "policy": policyGroup}[args[0]], args[1:])
-	case "help", "-h", "--help":
+		return runGroup(cio, groups[args[0]], args[1:])
+	case "help", "-h", "-help", "--help":
 		fmt.Fprintln(stdout, usage)
 		return nil
 	}
 	fmt.Fprintln(stderr, usage)
-	return fmt.Errorf("unknown command %q", args[0])
+	return usageErrorf("unknown command %q; the commands are %s", args[0], commands)
 }

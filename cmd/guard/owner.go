@@ -21,18 +21,61 @@ import (
 	"github.com/agentpay/guard/transport/console"
 )
 
+// ownerGroup works on a stopped server's data directory, not over the
+// API: its commands take no -server or -key.
+var ownerGroup = cmdGroup{
+	name: "owner",
+	summary: "Create owners in the server's data directory. The server must be stopped: the command\n" +
+		"opens the data itself, with the settings serve would read (config file, GUARD_* variables).",
+	footer: `"guard owner create -h" lists its flags.`,
+	cmds: []subcommand{
+		{"create", ownerCreateSynopsis, "create an owner, print its keys (password on stdin)",
+			func(c *cli, args []string) error {
+				return ownerCreate(c.ctx, args, c.stdin, c.stdout, c.stderr, c.getenv)
+			}},
+	},
+}
+
+const ownerCreateSynopsis = "[-config FILE] [-data DIR] [-journal-dir DIR] -name NAME -email EMAIL"
+
 func ownerCreate(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs := flag.NewFlagSet("guard owner create", flag.ContinueOnError)
 	file := fs.String("config", getenv("GUARD_CONFIG"), "the server's JSON config `file` (env GUARD_CONFIG)")
 	data := fs.String("data", "", "data directory (the server must be stopped); default: the server's data setting (config, GUARD_DATA, else ./data)")
 	journalDir := fs.String("journal-dir", "", "journal directory, when the server keeps it apart from the data directory; default: the server's journal_dir setting")
-	name := fs.String("name", "", "owner name")
-	email := fs.String("email", "", "owner e-mail (console sign-in)")
+	name := fs.String("name", "", "owner name (required)")
+	email := fs.String("email", "", "owner e-mail (console sign-in; required)")
+	// Help goes to stdout and succeeds; a mistake prints the usage on
+	// stderr and is a usage error, as for the other commands.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	usageTo := func(w io.Writer) {
+		fmt.Fprintf(w, "usage: guard owner create %s\n\n%s\n\nFlags:\n", ownerCreateSynopsis,
+			"Create an owner and print its id and keys as JSON. The console password is read from\n"+
+				"standard input: prompted twice on a terminal, else the first line. The server must be stopped.")
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+	usageErr := func(format string, args ...any) error {
+		usageTo(stderr)
+		return usageErrorf("owner create: "+format, args...)
+	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			usageTo(stdout)
+			return err
+		}
+		return usageErr("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q (the settings are flags: -name NAME -email EMAIL)", fs.Arg(0))
 	}
 	if strings.TrimSpace(*name) == "" {
-		return fmt.Errorf("-name is required: the owner's name, as the console shows it")
+		return usageErr("-name is required: the owner's name, as the console shows it")
+	}
+	if *email == "" {
+		return usageErr("-email is required: the address the owner signs in to the console with")
 	}
 	if a, err := mail.ParseAddress(*email); err != nil || a.Address != *email || a.Name != "" {
 		return fmt.Errorf("-email %q is not an e-mail address; give the bare address the owner signs in with, like owner@example.com", *email)
