@@ -165,6 +165,24 @@ func (r *Report) RateLimited() error {
 	return nil
 }
 
+// MostlyDeclined reports a spends phase most of whose answers were
+// declined spends: its figures measure the decline path (no vendor, no
+// receipt), not the settled payments the bench is for.
+func (r *Report) MostlyDeclined() error {
+	p := r.Spends
+	declined := p.Statuses["declined"]
+	if p.Requests == 0 || declined*2 <= p.Requests {
+		return nil
+	}
+	reasons := make([]string, 0, len(p.Declines))
+	for k, v := range p.Declines {
+		reasons = append(reasons, fmt.Sprintf("%s %d", k, v))
+	}
+	sort.Strings(reasons)
+	return fmt.Errorf("%d of the %d spends were declined (%s): these figures measure declines, not settled payments; give the load agents whose rules and pool let it pay (the bench fills a practice pool it uses and publishes its own rules; an agent paused or rules tightened since show here)",
+		declined, p.Requests, strings.Join(reasons, ", "))
+}
+
 // ServerErrors counts the 5xx answers.
 func (p PhaseReport) ServerErrors() int64 {
 	var n int64

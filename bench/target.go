@@ -15,6 +15,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/agentpay/guard/actors"
+	"github.com/agentpay/guard/policy"
 )
 
 // benchAgentPrefix begins the name of every agent the bench makes on a
@@ -112,7 +113,9 @@ type targetSetup struct {
 	// every spend of a paused agent is declined, and resuming it is the
 	// owner's decision, not the bench's.
 	paused int
-	keys   []madeKey
+	// deposited counts the owners whose practice pool the setup filled.
+	deposited int
+	keys      []madeKey
 }
 
 // setupTarget readies up to n agents, each with a key of its own, from
@@ -172,6 +175,9 @@ func (t *targetSetup) setupOwner(ctx context.Context, key, namePrefix string, wa
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
 	})
 	reuse = reuse[:min(len(reuse), want)]
+	if err := t.fundOwner(ctx, key); err != nil {
+		return err
+	}
 	for _, a := range reuse {
 		if err := t.confirmPolicy(ctx, key, a); err != nil {
 			return err
@@ -198,6 +204,38 @@ func (t *targetSetup) setupOwner(ctx context.Context, key, namePrefix string, wa
 			return err
 		}
 	}
+	return nil
+}
+
+// fundOwner fills the owner's practice pool up to the most a practice pool
+// may hold (a simulated deposit, practice keys only). A new owner starts
+// with 1,000.00, which a run at thousands of spends a second drains in
+// well under a second: every spend after that is declined for the pool,
+// and the run would measure the decline path, not settled payments.
+func (t *targetSetup) fundOwner(ctx context.Context, key string) error {
+	var f struct {
+		Balance  string `json:"balance"`
+		Livemode bool   `json:"livemode"`
+	}
+	if err := callJSON(ctx, t.client, "GET", "/v1/funding", key, nil, &f); err != nil {
+		return fmt.Errorf("reading the owner's funding: %w", err)
+	}
+	if f.Livemode {
+		return errors.New("the owner key is a live key; the bench pays practice money only: give practice owner keys (svc_test_owner_...)")
+	}
+	balance, err := policy.ParseAmount(f.Balance)
+	if err != nil {
+		return fmt.Errorf("the owner's balance %q: %w", f.Balance, err)
+	}
+	gap := actors.PracticeBalanceCeiling.Sub(balance)
+	if gap.Sign() <= 0 {
+		return nil
+	}
+	if err := callJSON(ctx, t.client, "POST", "/v1/test/deposits", key, map[string]any{"amount": gap.Display()}, nil); err != nil {
+		return fmt.Errorf("depositing %s practice USDC so that the load is not declined for an empty pool: %w", gap.Display(), err)
+	}
+	t.deposited++
+	t.progress("deposited %s practice USDC into an owner's pool, which now holds %s, the most a practice pool may", gap.Display(), actors.PracticeBalanceCeiling.Display())
 	return nil
 }
 

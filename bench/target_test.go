@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentpay/guard/cmd/wire"
 	"github.com/agentpay/guard/internal/guardtest"
+	"github.com/agentpay/guard/policy"
 )
 
 // startTarget is a running server for target runs, its pool large enough
@@ -345,5 +346,44 @@ func TestTargetRunCancelledRevokesItsKeys(t *testing.T) {
 	}
 	if !strings.Contains(progress.String(), "revoking the 3 agent keys") {
 		t.Errorf("the run did not say it revoked its keys:\n%s", progress)
+	}
+}
+
+// An owner whose practice pool is nearly empty gets it filled before the
+// load: otherwise every spend after the first few is declined for the
+// pool, and the run measures declines.
+func TestTargetRunFillsAnEmptyPracticePool(t *testing.T) {
+	srv := guardtest.Start(t, guardtest.WithConfig(func(c *wire.Config) { c.PracticePool = "1.00" }))
+	owner := srv.NewOwner(t).TestKey
+	rep, progress, err := runTarget(t, srv, owner, 2)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress)
+	}
+	if rep.Spends.Statuses["settled"] == 0 || rep.Spends.Statuses["settled"] != rep.Spends.OK {
+		t.Errorf("spends %v, declines %v, errors %v; want every one settled", rep.Spends.Statuses, rep.Spends.Declines, rep.Spends.Errors)
+	}
+	if !strings.Contains(progress, "deposited 999999.00 practice USDC") {
+		t.Errorf("the progress does not tell of the deposit:\n%s", progress)
+	}
+	r := srv.Do(t, http.MethodGet, "/v1/funding", owner, nil, nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("GET /v1/funding: %d %s", r.Status, r.Raw)
+	}
+	if b, err := policy.ParseAmount(r.Body["balance"].(string)); err != nil || b.Cmp(policy.MustAmount("999000.00")) < 0 {
+		t.Errorf("the pool holds %v after the run, want nearly 1,000,000.00", r.Body["balance"])
+	}
+}
+
+// A spends phase most of whose answers were declines is an error that
+// names the reasons; a few declines are reported as they are.
+func TestMostlyDeclinedIsAnError(t *testing.T) {
+	rep := &Report{Spends: PhaseReport{Name: "spends", Requests: 1000, OK: 1000,
+		Statuses: map[string]int64{"settled": 100, "declined": 900}, Declines: map[string]int64{"insufficient_pool": 900}}}
+	if err := rep.MostlyDeclined(); err == nil || !strings.Contains(err.Error(), "insufficient_pool 900") {
+		t.Fatalf("900 of 1000 declined: %v", err)
+	}
+	rep.Spends.Statuses = map[string]int64{"settled": 990, "declined": 10}
+	if err := rep.MostlyDeclined(); err != nil {
+		t.Fatalf("10 of 1000 declined: %v", err)
 	}
 }

@@ -105,6 +105,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err == nil {
 			err = rep.RateLimited()
 		}
+		if err == nil {
+			err = rep.MostlyDeclined()
+		}
 	}
 	return err
 }
