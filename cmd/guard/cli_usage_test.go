@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -64,9 +65,16 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 			t.Errorf("guard %s printed no usage: %q", strings.Join(args, " "), errOut)
 		}
 	}
+	// serve's own flags: the flag package prints their list.
+	for _, args := range [][]string{{"serve", "-bogus"}, {"serve", "-dev", "extra"}} {
+		if _, _, err := cliRun(t, env, args...); exitCode(err) != 2 {
+			t.Errorf("guard %s: %v, exit %d; want a usage error (2)", strings.Join(args, " "), err, exitCode(err))
+		}
+	}
 	for _, args := range [][]string{
 		{"keys", "list"}, // no server listens there
 		{"owner", "create", "-name", "A", "-email", "not an address"},
+		{"serve", "-addr", "nope"}, // read, and refused for its value
 	} {
 		if _, _, err := cliRun(t, env, args...); exitCode(err) != 1 {
 			t.Errorf("guard %s: %v, exit %d; want 1", strings.Join(args, " "), err, exitCode(err))
@@ -107,5 +115,29 @@ func TestMainExitStatus(t *testing.T) {
 		if code != tc.want {
 			t.Errorf("guard %s exited with %d, want %d\n%s", tc.args, code, tc.want, out)
 		}
+	}
+}
+
+// A port another process holds is named as such, with how to choose
+// another, and the service it opened is closed again (its data directory
+// may be used at once).
+func TestServeOnAPortInUseSaysHowToChooseAnother(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	data := t.TempDir()
+	_, _, err = cliRun(t, nil, "serve", "-data", data, "-addr", ln.Addr().String())
+	if err == nil || !strings.Contains(err.Error(), "another process uses the port") || !strings.Contains(err.Error(), "GUARD_ADDR") {
+		t.Fatalf("serve on a port in use: %v", err)
+	}
+	if exitCode(err) != 1 {
+		t.Errorf("exit %d, want 1", exitCode(err))
+	}
+	// The store was released: another start on the same data succeeds
+	// as far as the port.
+	if _, _, err = cliRun(t, nil, "serve", "-data", data, "-addr", ln.Addr().String()); err == nil || strings.Contains(err.Error(), "store") {
+		t.Fatalf("a second start on the data directory: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/agentpay/guard/actors"
@@ -24,6 +25,9 @@ import (
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	cfg, err := wire.LoadConfig(args, getenv)
+	if cle := (wire.CommandLineError{}); errors.As(err, &cle) {
+		return usageError{err} // the flag package printed the usage
+	}
 	if err != nil {
 		return err
 	}
@@ -37,6 +41,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		shutdown(svc, cfg.ShutdownTimeout)
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("listening on %s: another process uses the port (a server already running?); stop it, or choose another address with -addr or GUARD_ADDR (make run GUARD_ADDR=127.0.0.1:8081): %w", cfg.Addr, err)
+		}
 		return fmt.Errorf("listening on %s: %w", cfg.Addr, err)
 	}
 	if cfg.Dev {

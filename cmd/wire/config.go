@@ -366,6 +366,15 @@ func (f *settingFlag) Set(s string) error { f.value, f.given = s, true; return n
 // would take "-addr" for dev's value.
 func (f *settingFlag) IsBoolFlag() bool { return f.isBool }
 
+// CommandLineError is a command line that cannot be read: an unknown flag,
+// a flag without its value, a stray argument. The command prints its usage
+// and exits as for any usage error, apart from a setting refused for its
+// value.
+type CommandLineError struct{ Err error }
+
+func (e CommandLineError) Error() string { return e.Err.Error() }
+func (e CommandLineError) Unwrap() error { return e.Err }
+
 // LoadConfig builds the configuration from defaults, an optional file
 // (-config or GUARD_CONFIG), the environment and the flags in args, each
 // later source winning. A GUARD_ variable set to the empty string counts
@@ -385,10 +394,13 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 		fs.Var(sf, strings.ReplaceAll(k, "_", "-"), fmt.Sprintf("%s (config %s, env GUARD_%s)", settingHelp[k], k, strings.ToUpper(k)))
 	}
 	if err := fs.Parse(args); err != nil {
-		return def, err
+		if errors.Is(err, flag.ErrHelp) {
+			return def, err
+		}
+		return def, CommandLineError{err}
 	}
 	if fs.NArg() > 0 {
-		return def, fmt.Errorf("unexpected argument %q (settings are flags: -name value, or -name=value)", fs.Arg(0))
+		return def, CommandLineError{fmt.Errorf("unexpected argument %q (settings are flags: -name value, or -name=value)", fs.Arg(0))}
 	}
 	c, err := loadFileAndEnv(*file, getenv)
 	if err != nil {
@@ -397,7 +409,7 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 	for _, k := range keys() {
 		if f := flags[k]; f.given {
 			if err := c.set(k, f.value); err != nil {
-				return c, err
+				return c, from("flag -"+strings.ReplaceAll(k, "_", "-"), err)
 			}
 		}
 	}
@@ -427,17 +439,24 @@ func loadFileAndEnv(file string, getenv func(string) string) (Config, error) {
 			return c, fmt.Errorf("config: reading %s: %w", file, err)
 		}
 		if err := json.Unmarshal(b, &c); err != nil {
-			return c, fmt.Errorf("config: %s: %w", file, err)
+			return c, from("file "+file, err)
 		}
 	}
 	for _, k := range keys() {
 		if v := getenv("GUARD_" + strings.ToUpper(k)); v != "" {
 			if err := c.set(k, v); err != nil {
-				return c, err
+				return c, from("GUARD_"+strings.ToUpper(k), err)
 			}
 		}
 	}
 	return c, nil
+}
+
+// from names where a refused setting came from (the file, a variable, a
+// flag), so the operator knows which of the three to fix, in front of the
+// setting's own message.
+func from(source string, err error) error {
+	return fmt.Errorf("config: %s: %s", source, strings.TrimPrefix(err.Error(), "config: "))
 }
 
 // consoleURL is ConsoleURL, or the default that follows Addr.

@@ -255,3 +255,26 @@ func TestLoadConfigFileReadsFileAndEnvironment(t *testing.T) {
 		t.Fatalf("LoadConfigFile: %+v", c)
 	}
 }
+
+// A refused setting says where it came from, the file, a variable or a
+// flag, each once: the operator fixes the one that is wrong.
+func TestLoadConfigNamesTheSourceOfABadSetting(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "guard.json")
+	if err := os.WriteFile(file, []byte(`{"addr":5}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"-config", file}, nil, "config: file " + file + ": addr must be a JSON string, not 5"},
+		{nil, map[string]string{"GUARD_IDLE_TIMEOUT": "soon"}, `config: GUARD_IDLE_TIMEOUT: idle_timeout must be a duration like "30s", not "soon"`},
+		{[]string{"-idle-timeout", "soon"}, nil, `config: flag -idle-timeout: idle_timeout must be a duration like "30s", not "soon"`},
+	} {
+		_, err := LoadConfig(tc.args, env(tc.env))
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("LoadConfig(%q, %v): %v\nwant %s", tc.args, tc.env, err, tc.want)
+		}
+	}
+}
