@@ -539,12 +539,14 @@ func (a *agentActor) settle(c *change, sp *policy.Spend, o policy.RailOutcome, n
 	a.ledger.Settle(sp.ID, price, now)
 	a.env.state.Held = a.env.state.Held.Sub(sp.Amount)
 	a.env.state.Balance = a.env.state.Balance.Sub(price)
-	a.sys.noteLowBalance(c, a.env, now)
 	sp.Settle(o, rid, now)
 	if rid == "" {
 		sp.Settlement.ReceiptID = nil
 	}
 	c.event(a.env, a.id, sp.Status.EventType(), spendRef(sp), audienceBoth, now)
+	// After the settlement it follows from: a receiver reading in sequence
+	// order sees the payment, then the balance it left.
+	a.sys.noteLowBalance(c, a.env, now)
 }
 
 // cancel handles POST /v1/spends/{id}/cancel.

@@ -10,13 +10,22 @@ import (
 
 // Delivery: from a durable delivery to the endpoint's answer.
 //
-// A pending delivery waits on a timer of the service clock until its
-// NextAttemptAt, which is on its environment's clock: when a practice
-// clock moves, clockMoved re-arms the timers of that environment, and
-// those now due become ready at once. Ready deliveries of one endpoint are
-// sent one at a time, lowest event sequence first, by a worker goroutine
-// that exists while the endpoint has ready deliveries; at most
-// maxWebhookSends attempts are in flight across all endpoints. Each
+// An endpoint receives its events in sequence order: only its pending
+// delivery of the lowest event sequence, its head, is ever attempted, and
+// the others wait behind it until it is delivered or given up. Spec 6.3
+// has receivers drop an event whose sequence is lower than one they
+// applied; an event retried after later ones had gone through would be
+// dropped by every such receiver, and lost to the owner's books. Waiting
+// behind a failing head also paces the failures: an endpoint down for a
+// minute during a burst fails once per retry of its head, not once per
+// event, so it is not paused (20 failures in a row) by a blip.
+//
+// The head waits on a timer of the service clock until its NextAttemptAt,
+// which is on its environment's clock: when a practice clock moves,
+// clockMoved re-arms it, and it becomes ready at once when due. The ready
+// head of an endpoint is sent by a worker goroutine that exists while the
+// endpoint has a ready delivery; at most maxWebhookSends attempts are in
+// flight across all endpoints. Each
 // attempt's outcome is journaled before the next attempt of that endpoint:
 // delivered (the delivery is deleted), failed (the next attempt is
 // scheduled, or the delivery given up after WebhookAttempts), and the
@@ -32,16 +41,68 @@ func (w *webhooks) track(h *hook, d *pendingDelivery) {
 	if w.stopped {
 		return
 	}
+	old := h.head()
 	h.pending[d.rec.ID] = d
+	if old != nil && d.rec.EventSeq < old.rec.EventSeq {
+		// An older event (loaded after a newer one at a start, or sent
+		// again on request) goes first: the head it displaces waits.
+		w.block(h, old)
+	}
 	w.schedule(h, d, w.sys.nowFor(h.owner, h.env))
 }
 
-// schedule arms d's timer, or makes it ready when due. Caller holds w.mu.
+// head is the pending delivery of h with the lowest event sequence, the
+// only one that may be attempted; nil when none is pending. Caller holds
+// w.mu.
+func (h *hook) head() *pendingDelivery {
+	var first *pendingDelivery
+	for _, d := range h.pending {
+		if first == nil || d.rec.EventSeq < first.rec.EventSeq {
+			first = d
+		}
+	}
+	return first
+}
+
+// block stops d's timer and takes it out of the ready queue: an older
+// delivery of its endpoint goes first. An attempt already out finishes;
+// its outcome schedules d again only if it is the head by then. Caller
+// holds w.mu.
+func (w *webhooks) block(h *hook, d *pendingDelivery) {
+	d.gen++
+	if d.timer != nil {
+		d.timer.Stop()
+		d.timer = nil
+	}
+	for i, r := range h.ready {
+		if r == d {
+			h.ready = append(h.ready[:i], h.ready[i+1:]...)
+			d.ready = false
+			w.sys.busy.add(-1)
+			break
+		}
+	}
+}
+
+// advance schedules the endpoint's new head once the old one left.
+// Caller holds w.mu.
+func (w *webhooks) advance(h *hook) {
+	if d := h.head(); d != nil && !d.ready && d.timer == nil {
+		w.schedule(h, d, w.sys.nowFor(h.owner, h.env))
+	}
+}
+
+// schedule arms d's timer, or makes it ready when due; a delivery behind
+// an older one of its endpoint waits unarmed (see advance). Caller holds
+// w.mu.
 func (w *webhooks) schedule(h *hook, d *pendingDelivery, now time.Time) {
 	d.gen++
 	if d.timer != nil {
 		d.timer.Stop()
 		d.timer = nil
+	}
+	if h.head() != d {
+		return
 	}
 	wait := d.rec.NextAttemptAt.Sub(now)
 	if wait <= 0 {
@@ -188,6 +249,7 @@ func (w *webhooks) drop(h *hook, d *pendingDelivery) {
 	_ = t.Wait(w.ctx)
 	w.mu.Lock()
 	w.forget(h, d.rec.ID)
+	w.advance(h)
 	w.mu.Unlock()
 }
 
@@ -275,6 +337,7 @@ func (w *webhooks) record(h *hook, d *pendingDelivery, res WebhookResult) {
 		w.sys.log.Warn("webhooks: endpoint paused after consecutive failures", "endpoint", e.ID, "failures", e.Failures)
 	case done:
 		w.forget(h, d.rec.ID)
+		w.advance(h)
 	case h.pending[d.rec.ID] == d:
 		d.rec, d.ready = next, false
 		w.schedule(h, d, now)

@@ -133,6 +133,10 @@ func CheckEnabledEvents(list []string) ([]string, *Error) {
 		if f, found := strings.CutSuffix(e, ".*"); found && knownEventFamily(f) {
 			ok = true
 		}
+		if e == "" {
+			// A JSON null decodes to "" as well: the message names both.
+			return bad(fmt.Sprintf("enabled_events[%d] is empty or null; name an exact type like \"spend.settled\", a family like \"spend.*\", or \"*\" for every event.", i))
+		}
 		if !ok {
 			return bad(fmt.Sprintf("enabled_events[%d]: %q is not an event type; name an exact type like \"spend.settled\", a family like \"spend.*\", or \"*\" for every event.", i, clipText(e, 60)))
 		}

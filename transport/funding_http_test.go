@@ -252,3 +252,20 @@ func TestLowBalanceOncePerCrossing(t *testing.T) {
 		t.Fatalf("%d warnings after switching the warning off and on, want 3", n)
 	}
 }
+
+// A settlement that takes the pool below the threshold is announced
+// before the warning it causes: a receiver reading in sequence order sees
+// the payment, then the balance it left.
+func TestLowBalanceFollowsTheSettlementThatCausedIt(t *testing.T) {
+	e := start(t)
+	mustStatus(t, call(t, e.srv, http.MethodPost, "/v1/funding", e.owner.TestKey, nil, `{"low_balance_threshold":"1000.00"}`), http.StatusOK)
+	created(t, e.srv, e.agentKey, spendBody("1.00", "api.vendor.com", "/low"))
+	lows := ownerEvents(t, e.srv, e.owner.TestKey, "wallet.low_balance")
+	settled := ownerEvents(t, e.srv, e.owner.TestKey, "spend.settled")
+	if len(lows) != 1 || len(settled) != 1 {
+		t.Fatalf("%d warnings and %d settlements, want 1 each", len(lows), len(settled))
+	}
+	if lows[0]["sequence"].(float64) <= settled[0]["sequence"].(float64) {
+		t.Fatalf("wallet.low_balance has sequence %v, before the spend.settled (%v) that caused it", lows[0]["sequence"], settled[0]["sequence"])
+	}
+}

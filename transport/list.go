@@ -213,7 +213,7 @@ func (s *Server) listEvents(c *call) *apiError {
 	if args := c.ctx.QueryArgs(); args.Has("type") {
 		q.Type = string(args.Peek("type"))
 		if !eventTypeFilter(q.Type) {
-			return badParam(codeParameterInvalid, "type", "type must be one event type, like spend.settled, or a family, like spend.*; got \""+
+			return badParam(codeParameterInvalid, "type", "type must be one event type, like spend.settled, or a prefix ending in *, like spend.*; got \""+
 				clip(q.Type, 60)+"\". Leave it out for every type.")
 		}
 	}

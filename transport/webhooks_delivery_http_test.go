@@ -60,12 +60,19 @@ func TestWebhookDeliversSpendEventsInSequence(t *testing.T) {
 		rc.none(t, e.srv)
 	}
 	inSequence(spends, ep["secret"].(string))
-	for range want {
-		flaky.next(t) // first attempts, refused
+	// The failing endpoint gets the first event only: the later ones wait
+	// behind it, so that none arrives before an older one (a receiver
+	// drops an event whose sequence is lower than one it applied, spec
+	// 6.3), and an outage costs one failure per retry, not one per event.
+	if h := flaky.next(t); !bytes.Equal(h.body, want[0]) {
+		t.Fatalf("the failing endpoint's first attempt carried\n%s\nwant the first event", h.body)
 	}
 	flaky.none(t, e.srv)
+	if got := getEndpoint(t, e.srv, e.owner.TestKey, flakyEP["id"].(string))["consecutive_failures"]; got != 1.0 {
+		t.Fatalf("after its first refusal the endpoint counts %v failures, want 1", got)
+	}
 	flaky.status.Store(200)
-	advanceClock(t, e, 60) // the six retries fall due at once
+	advanceClock(t, e, 60) // the first event's retry falls due; the others follow it
 	inSequence(flaky, flakyEP["secret"].(string))
 	pauses.none(t, e.srv)
 
@@ -149,12 +156,32 @@ func TestWebhookRetriesOnPracticeClockAndPauses(t *testing.T) {
 		t.Fatalf("after one delivery given up: %v %v", g["status"], g["consecutive_failures"])
 	}
 
-	// Twelve more failures make twenty in a row.
-	for i := range 12 {
-		sendTest(t, e.srv, e.owner.TestKey, id)
-		if h := rc.next(t); h.typ() != "webhook.test" {
-			t.Fatalf("failure %d: %s", 9+i, h)
+	// Twelve more failures make twenty in a row: a second delivery fails
+	// its 8 attempts, then a third, which waited behind it, its first 4.
+	second := sendTest(t, e.srv, e.owner.TestKey, id)
+	third := sendTest(t, e.srv, e.owner.TestKey, id)
+	attempt := func(n int, ev any) {
+		t.Helper()
+		if h := rc.next(t); h.typ() != "webhook.test" || h.id() != ev {
+			t.Fatalf("failure %d: %s, want event %v", n, h, ev)
 		}
+	}
+	attempt(9, second["event_id"])
+	rc.none(t, e.srv)
+	for i, wait := range schedule {
+		advanceClock(t, e, int(wait/time.Second))
+		attempt(10+i, second["event_id"])
+		if i < len(schedule)-1 {
+			rc.none(t, e.srv)
+		}
+	}
+	// The second given up, the third is due since it was made.
+	attempt(17, third["event_id"])
+	rc.none(t, e.srv)
+	for i, wait := range schedule[:3] {
+		advanceClock(t, e, int(wait/time.Second))
+		attempt(18+i, third["event_id"])
+		rc.none(t, e.srv)
 	}
 	quiesce(t, e.srv)
 	g := getEndpoint(t, e.srv, e.owner.TestKey, id)

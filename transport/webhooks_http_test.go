@@ -150,6 +150,11 @@ func TestWebhookEndpointInput(t *testing.T) {
 	if msg := errorOf(t, r)["message"].(string); !strings.Contains(msg, "array of strings") {
 		t.Errorf("enabled_events as a string: %q, want it to ask for an array of strings", msg)
 	}
+	// A null entry is called what it is, not the quoted empty text.
+	r = call(t, e.srv, http.MethodPost, "/v1/webhook_endpoints", owner, nil, `{"url":"https://a.example.com","enabled_events":["*",null]}`)
+	if msg := errorOf(t, r)["message"].(string); r.Status != 400 || !strings.Contains(msg, "enabled_events[1] is empty or null") {
+		t.Errorf("enabled_events with a null: %d %q", r.Status, msg)
+	}
 	// The message says what plain http is allowed for.
 	r = call(t, e.srv, http.MethodPost, "/v1/webhook_endpoints", owner, nil, `{"url":"http://hooks.example.com","enabled_events":["*"]}`)
 	if msg := errorOf(t, r)["message"].(string); !strings.Contains(msg, "loopback") {
