@@ -70,10 +70,9 @@ func (s *System) DecideApproval(ctx context.Context, ownerID string, d Decision)
 	if err := WaitDurable(ctx, r); err != nil {
 		return r, err
 	}
-	s.log.LogAttrs(ctx, slog.LevelInfo, "owner action", slog.String("action", "approval_decided"), slog.String("decision", d.Decision),
-		slog.String("owner", ownerID), slog.String("approval", d.ApprovalID), slog.String("spend", sp.ID),
-		slog.String("agent", sp.AgentID), slog.String("amount", sp.Amount.String()), slog.String("via", d.Channel),
-		slog.String("spend_status", string(r.Status)))
+	s.logAction("approval_decided", ownerID, slog.String("env", string(EnvOf(sp.Livemode))), slog.String("by", d.Channel),
+		slog.String("decision", d.Decision), slog.String("approval", d.ApprovalID), slog.String("spend", sp.ID),
+		slog.String("agent", sp.AgentID), slog.String("amount", sp.Amount.String()), slog.String("spend_status", string(r.Status)))
 	return r, nil
 }
 

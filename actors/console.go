@@ -69,7 +69,7 @@ func (s *System) SetOwnerPassword(ctx context.Context, ownerID, passwordHash str
 	if err := s.waitOps(ctx, persistence.Put(bOwners, []byte(o.ID), b)); err != nil {
 		return err
 	}
-	s.log.LogAttrs(ctx, slog.LevelInfo, "owner action", slog.String("action", "console_password_set"), slog.String("owner", o.ID))
+	s.logAction("console_password_set", o.ID, slog.String("by", "console"))
 	return nil
 }
 
