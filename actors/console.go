@@ -55,8 +55,8 @@ func (s *System) OwnerByID(ownerID string) (Owner, error) {
 }
 
 // SetOwnerPassword replaces an owner's console password hash (argon2id,
-// PHC string), durably.
-func (s *System) SetOwnerPassword(ctx context.Context, ownerID, passwordHash string) error {
+// PHC string), durably. by names what set it, for the operator's log.
+func (s *System) SetOwnerPassword(ctx context.Context, ownerID, passwordHash, by string) error {
 	o, err := s.OwnerByID(ownerID)
 	if err != nil {
 		return err
@@ -69,7 +69,7 @@ func (s *System) SetOwnerPassword(ctx context.Context, ownerID, passwordHash str
 	if err := s.waitOps(ctx, persistence.Put(bOwners, []byte(o.ID), b)); err != nil {
 		return err
 	}
-	s.logAction("console_password_set", o.ID, slog.String("by", "console"))
+	s.logAction("console_password_set", o.ID, slog.String("by", by))
 	return nil
 }
 

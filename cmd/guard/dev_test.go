@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -22,17 +21,25 @@ import (
 // the banner, and the password signs the owner in.
 func bootDev(t *testing.T, cfg wire.Config, before func(sys *actors.System, saved devCredentials)) (devCredentials, string) {
 	t.Helper()
+	creds, out, _ := bootDevLogged(t, cfg, before)
+	return creds, out
+}
+
+// bootDevLogged is bootDev that also returns the service's log.
+func bootDevLogged(t *testing.T, cfg wire.Config, before func(sys *actors.System, saved devCredentials)) (creds devCredentials, out, log string) {
+	t.Helper()
 	file := filepath.Join(cfg.Data, "dev-credentials.json")
 	read := func() devCredentials {
 		t.Helper()
-		var creds devCredentials
+		var saved devCredentials
 		b, err := os.ReadFile(file)
-		if err != nil || json.Unmarshal(b, &creds) != nil {
+		if err != nil || json.Unmarshal(b, &saved) != nil {
 			t.Fatalf("credentials file: %v", err)
 		}
-		return creds
+		return saved
 	}
-	svc, err := wire.Open(cfg, wire.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	var logged bytes.Buffer
+	svc, err := wire.Open(cfg, wire.Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,22 +48,22 @@ func bootDev(t *testing.T, cfg wire.Config, before func(sys *actors.System, save
 	if before != nil {
 		before(sys, read())
 	}
-	var out bytes.Buffer
-	if err := devBootstrap(context.Background(), svc, cfg, "127.0.0.1:8080", &out); err != nil {
+	var printed bytes.Buffer
+	if err := devBootstrap(context.Background(), svc, cfg, "127.0.0.1:8080", &printed); err != nil {
 		t.Fatalf("bootstrap: %v", err)
 	}
-	creds := read()
+	creds, out = read(), printed.String()
 	for _, k := range []string{creds.OwnerKey, creds.AgentKey} {
-		if _, err := sys.Authenticate(k); err != nil || !strings.Contains(out.String(), k) {
-			t.Fatalf("the banner shows a key that does not work (%v):\n%s", err, out.String())
+		if _, err := sys.Authenticate(k); err != nil || !strings.Contains(out, k) {
+			t.Fatalf("the banner shows a key that does not work (%v):\n%s", err, out)
 		}
 	}
 	o, err := sys.OwnerByEmail(creds.ConsoleEmail)
 	if err != nil || o.ID != creds.OwnerID || !console.VerifyPassword(o.PasswordHash, creds.ConsolePassword) ||
-		!strings.Contains(out.String(), creds.ConsolePassword) || !strings.Contains(out.String(), cfg.ConsoleURL) {
-		t.Fatalf("the printed password does not sign %s in (%v):\n%s", creds.ConsoleEmail, err, out.String())
+		!strings.Contains(out, creds.ConsolePassword) || !strings.Contains(out, cfg.ConsoleURL) {
+		t.Fatalf("the printed password does not sign %s in (%v):\n%s", creds.ConsoleEmail, err, out)
 	}
-	return creds, out.String()
+	return creds, out, logged.String()
 }
 
 func devConfig(t *testing.T) wire.Config {
@@ -81,8 +88,13 @@ func TestDevBootstrapGivesAConsolePassword(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(cfg.Data, "dev-credentials.json"), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if upgraded, _ := bootDev(t, cfg, nil); upgraded.ConsolePassword == first.ConsolePassword {
+	upgraded, _, log := bootDevLogged(t, cfg, nil)
+	if upgraded.ConsolePassword == first.ConsolePassword {
 		t.Fatalf("old credentials kept password %q", upgraded.ConsolePassword)
+	}
+	// The operator's log says the password changed, and by what.
+	if n := strings.Count(log, `msg="owner action" action=console_password_set owner=`+first.OwnerID+" by=dev_bootstrap"); n != 1 {
+		t.Fatalf("%d log lines for the new console password, want 1; the log:\n%s", n, log)
 	}
 }
 

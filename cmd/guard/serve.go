@@ -133,7 +133,7 @@ func devBootstrap(ctx context.Context, svc *wire.Service, cfg wire.Config, addr 
 			// The file went, the owner stayed: its password and keys
 			// are not kept in readable form, so it gets new ones.
 			creds = devCredentials{OwnerID: o.ID, ConsoleEmail: devEmail, ConsolePassword: newDevPassword()}
-			if err := svc.System().SetOwnerPassword(ctx, o.ID, console.HashPassword(creds.ConsolePassword)); err != nil {
+			if err := svc.System().SetOwnerPassword(ctx, o.ID, console.HashPassword(creds.ConsolePassword), "dev_bootstrap"); err != nil {
 				return fmt.Errorf("giving the practice owner a new console password: %w", err)
 			}
 			fmt.Fprintf(out, "%s was missing; the practice owner %s exists and gets a new console password and keys.\n", path, devEmail)
@@ -173,7 +173,7 @@ func devBootstrap(ctx context.Context, svc *wire.Service, cfg wire.Config, addr 
 	if creds.ConsolePassword == "" {
 		// Credentials from before the console: give the owner a password.
 		creds.ConsoleEmail, creds.ConsolePassword = devEmail, newDevPassword()
-		if err := svc.System().SetOwnerPassword(ctx, creds.OwnerID, console.HashPassword(creds.ConsolePassword)); err != nil {
+		if err := svc.System().SetOwnerPassword(ctx, creds.OwnerID, console.HashPassword(creds.ConsolePassword), "dev_bootstrap"); err != nil {
 			return fmt.Errorf("setting the practice owner's console password: %w", err)
 		}
 		if err := writeDevCredentials(path, creds); err != nil {

@@ -81,6 +81,29 @@ func TestInboxApproveAndReject(t *testing.T) {
 	if strings.Contains(c.get("/console/approvals").body, "<tbody>") {
 		t.Fatal("the inbox still lists decided approvals")
 	}
+	// The operator's log has each decision once, with who made it.
+	for apr, decision := range map[string]string{aprA["id"].(string): "approve", aprB["id"].(string): "reject"} {
+		loggedOnce(t, srv, "action=approval_decided", "by=console", "decision="+decision, "approval="+apr, "owner="+o.id, "env=test")
+	}
+}
+
+// loggedOnce fails unless exactly one line of the server's log carries
+// every one of want.
+func loggedOnce(t *testing.T, srv *guardtest.Server, want ...string) {
+	t.Helper()
+	n := 0
+	for _, line := range strings.Split(srv.Logs(), "\n") {
+		all := line != ""
+		for _, w := range want {
+			all = all && strings.Contains(line, w)
+		}
+		if all {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d log lines carry %q, want 1; the log:\n%s", n, want, srv.Logs())
+	}
 }
 
 func TestOtherOwnersApprovalIsNotFound(t *testing.T) {
@@ -220,6 +243,7 @@ func TestSignedLinkDecidesOnce(t *testing.T) {
 	if obj["channel"] != "chat" || obj["reference"] != f.claims.LinkID {
 		t.Fatalf("decision recorded as %v / %v, want chat / %s", obj["channel"], obj["reference"], f.claims.LinkID)
 	}
+	loggedOnce(t, f.srv, "action=approval_decided", "by=chat", "decision=approve", "approval="+f.claims.ApprovalID, "owner="+f.owner.id)
 	// Reused: opened again or posted again, refused with a clear message.
 	if p := c.get(f.path() + "?link=" + url.QueryEscape(f.token)); p.status != http.StatusConflict || !strings.Contains(p.body, "already approved") {
 		t.Fatalf("reopened link: %d\n%s", p.status, p.body)
