@@ -55,8 +55,27 @@ func (s *System) OwnerByID(ownerID string) (Owner, error) {
 }
 
 // SetOwnerPassword replaces an owner's console password hash (argon2id,
-// PHC string), durably. by names what set it, for the operator's log.
+// PHC string) and ends every console session of the owner, in one durable
+// record: a password is replaced because it leaked or was forgotten, and
+// a browser signed in with the old one must not keep deciding approvals.
+// by names what set it, for the operator's log.
 func (s *System) SetOwnerPassword(ctx context.Context, ownerID, passwordHash, by string) error {
+	return s.setOwnerPassword(ctx, ownerID, passwordHash, by, "", "", ConsoleSession{})
+}
+
+// ChangeOwnerPassword is SetOwnerPassword from a signed-in console: every
+// session of the owner ends, and the browser that made the change goes on
+// in cs, a fresh session stored under newDigest in the same record, in
+// place of its session oldDigest. cs begins now (its CreatedAt and
+// LastSeenAt are set here), so the change does not end it.
+func (s *System) ChangeOwnerPassword(ctx context.Context, ownerID, passwordHash, oldDigest, newDigest string, cs ConsoleSession) error {
+	if newDigest == "" || cs.OwnerID != ownerID {
+		return errorf(CodeInvalidRequest, "The session that goes on after a password change must be a new one of the same owner.")
+	}
+	return s.setOwnerPassword(ctx, ownerID, passwordHash, "console", oldDigest, newDigest, cs)
+}
+
+func (s *System) setOwnerPassword(ctx context.Context, ownerID, passwordHash, by, oldDigest, newDigest string, cs ConsoleSession) error {
 	o, err := s.OwnerByID(ownerID)
 	if err != nil {
 		return err
@@ -66,10 +85,37 @@ func (s *System) SetOwnerPassword(ctx context.Context, ownerID, passwordHash, by
 	if err != nil {
 		return err
 	}
-	if err := s.waitOps(ctx, persistence.Put(bOwners, []byte(o.ID), b)); err != nil {
+	digests, err := s.ownerSessionDigests(o.ID)
+	if err != nil {
 		return err
 	}
-	s.logAction("console_password_set", o.ID, slog.String("by", by))
+	// The change time also ends the sessions this scan cannot see yet: a
+	// sign-in with the old password whose session is not durable yet.
+	now := s.clock.Now()
+	at, err := json.Marshal(now)
+	if err != nil {
+		return err
+	}
+	ops := []persistence.Op{persistence.Put(bOwners, []byte(o.ID), b), persistence.Put(bConsoleSessionsEnded, []byte(o.ID), at)}
+	others := 0
+	for _, d := range digests {
+		ops = append(ops, persistence.Del(bConsoleSessions, []byte(d)))
+		if d != oldDigest {
+			others++
+		}
+	}
+	if newDigest != "" {
+		cs.CreatedAt, cs.LastSeenAt = now, now
+		kept, err := json.Marshal(cs)
+		if err != nil {
+			return err
+		}
+		ops = append(ops, persistence.Put(bConsoleSessions, []byte(newDigest), kept))
+	}
+	if err := s.waitOps(ctx, ops...); err != nil {
+		return err
+	}
+	s.logAction("console_password_set", o.ID, slog.String("by", by), slog.Int("sessions_ended", others))
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/mail"
 	"net/url"
@@ -31,6 +32,17 @@ const (
 	MaxChatTarget = 2048
 )
 
+// Notification channel statuses. A channel carries signed approval
+// links, and a link decides an approval: so a channel is a way to decide,
+// and no API key may open one on its own (spec 1.9: approving needs the
+// owner's own session). A channel added or pointed elsewhere through the
+// API waits, sending nothing, until the owner confirms it in the console,
+// signed in with the password.
+const (
+	ChannelPendingConfirmation = "pending_confirmation"
+	ChannelActive              = "active"
+)
+
 // NotificationChannel is where an owner environment's approval requests
 // are sent: an e-mail address, or a chat incoming-webhook URL. It is
 // stored with the full target; the API shows View, which hides the part of
@@ -42,7 +54,20 @@ type NotificationChannel struct {
 	Type      string    `json:"type"`
 	Target    string    `json:"target"`
 	CreatedAt time.Time `json:"created_at"`
+	// Status is ChannelActive once the owner confirmed the channel at its
+	// current target; anything else (a record from before confirmation
+	// existed included) sends nothing.
+	Status      string     `json:"status,omitempty"`
+	ConfirmedAt *time.Time `json:"confirmed_at,omitempty"`
+	// Revision counts the channel's targets. A link carries the revision
+	// it was sent under, so that a link sent to an old target stops
+	// working when the channel moves.
+	Revision int `json:"revision,omitempty"`
 }
+
+// Active reports whether the channel sends approval notices, and whether
+// the links it sent may decide.
+func (c NotificationChannel) Active() bool { return c.Status == ChannelActive }
 
 // NotificationChannelView is a channel as the API and its events show it.
 // Target is the e-mail address, or for chat only the webhook's scheme and
@@ -55,17 +80,42 @@ type NotificationChannelView struct {
 	Target    string    `json:"target"`
 	Livemode  bool      `json:"livemode"`
 	CreatedAt time.Time `json:"created_at"`
+	// Status is pending_confirmation or active; ConfirmURL is the console
+	// page where the owner confirms a pending channel (null once active).
+	Status      string     `json:"status"`
+	ConfirmURL  *string    `json:"confirm_url"`
+	ConfirmedAt *time.Time `json:"confirmed_at"`
 }
 
-// View is the channel's public form.
-func (c NotificationChannel) View() NotificationChannelView {
-	t := c.Target
-	if c.Type == ChannelChat {
-		t = redactURL(t)
+// View is the channel's public form; consoleURL is the console's base
+// address, for the confirmation page.
+func (c NotificationChannel) View(consoleURL string) NotificationChannelView {
+	v := NotificationChannelView{ID: c.ID, Object: "notification_channel", Type: c.Type, Target: c.ShownTarget(),
+		Livemode: c.Livemode, CreatedAt: c.CreatedAt, Status: ChannelActive, ConfirmedAt: c.ConfirmedAt}
+	if !c.Active() {
+		u := consoleURL + "/channels"
+		v.Status, v.ConfirmURL = ChannelPendingConfirmation, &u
 	}
-	return NotificationChannelView{ID: c.ID, Object: "notification_channel", Type: c.Type, Target: t,
-		Livemode: c.Livemode, CreatedAt: c.CreatedAt}
+	return v
 }
+
+// channelView is the channel's public form on this service.
+func (s *System) channelView(c NotificationChannel) NotificationChannelView {
+	return c.View(s.cfg.ConsoleURL)
+}
+
+// ShownTarget is the target as it may be shown: the address of an e-mail
+// channel, a chat webhook's URL without the part that works as a password.
+func (c NotificationChannel) ShownTarget() string {
+	if c.Type == ChannelChat {
+		return redactURL(c.Target)
+	}
+	return c.Target
+}
+
+// LinkRevision is the revision a link sent through the channel carries
+// (records from before revisions are revision 1).
+func (c NotificationChannel) LinkRevision() int { return max(c.Revision, 1) }
 
 // redactURL keeps the scheme, the host and the last four characters of a
 // webhook URL, enough for the owner to tell two channels apart.
@@ -109,6 +159,9 @@ func validateEmail(target string) (string, *Error) {
 		if r <= ' ' || r >= 0x7f {
 			return "", bad("ASCII only, without spaces or control characters.")
 		}
+	}
+	if !strings.Contains(target, "@") {
+		return "", bad("it has no @ between the mailbox and the domain.")
 	}
 	a, err := mail.ParseAddress(target)
 	// The parsed address must be the whole input: a display name, angle
@@ -175,9 +228,10 @@ func channelKey(ownerID string, env Env, id string) []byte {
 }
 
 // CreateNotificationChannel adds a channel to the principal's owner
-// environment and emits notification_channel.added (without the secret
-// part of a webhook URL). At most MaxNotificationChannels per environment;
-// an e-mail channel needs the operator to have configured SMTP.
+// environment, pending the owner's confirmation in the console, and emits
+// notification_channel.added (without the secret part of a webhook URL).
+// At most MaxNotificationChannels per environment; an e-mail channel needs
+// the operator to have configured SMTP.
 func (s *System) CreateNotificationChannel(ctx context.Context, p Principal, typ, target string) (NotificationChannelView, error) {
 	if p.Kind != KindOwner {
 		return NotificationChannelView{}, errorf(CodeInvalidRequest, "Only an owner key can add notification channels.")
@@ -208,17 +262,48 @@ func (s *System) CreateNotificationChannel(ctx context.Context, p Principal, typ
 	}
 	now := s.nowFor(p.OwnerID, p.Env())
 	ch := NotificationChannel{ID: NewID("ntc", now), OwnerID: p.OwnerID, Livemode: p.Livemode, Type: typ, Target: target,
-		CreatedAt: now}
+		CreatedAt: now, Status: ChannelPendingConfirmation, Revision: 1}
 	c := &change{}
 	env.mu.Lock()
 	c.put(bNotifyChannels, channelKey(p.OwnerID, p.Env(), ch.ID), ch)
-	c.event(env, "", "notification_channel.added", ch.View(), audienceOwner, now)
+	c.event(env, "", "notification_channel.added", s.channelView(ch), audienceOwner, now)
 	t := s.commit(s.store.Gen(), env, c)
 	env.mu.Unlock()
 	if err := t.Wait(ctx); err != nil {
 		return NotificationChannelView{}, ErrUnavailable
 	}
-	return ch.View(), nil
+	s.logOwnerAction("notification_channel_added", p, slog.String("channel", ch.ID), slog.String("type", typ),
+		slog.String("status", ch.Status))
+	return s.channelView(ch), nil
+}
+
+// ConfirmNotificationChannel makes a pending channel active: from now on
+// every new approval of its environment is sent there, and the approvals
+// already waiting are sent at once. Only the console calls it, for the
+// owner signed in with the password. Confirming an active channel changes
+// nothing.
+func (s *System) ConfirmNotificationChannel(ctx context.Context, p Principal, id string) (NotificationChannelView, error) {
+	s.channelMu.Lock()
+	defer s.channelMu.Unlock()
+	ch, err := s.ownChannel(p, id)
+	if err != nil {
+		return NotificationChannelView{}, err
+	}
+	if ch.Active() {
+		return s.channelView(ch), nil
+	}
+	now := s.nowFor(p.OwnerID, p.Env())
+	ch.Status, ch.ConfirmedAt = ChannelActive, &now
+	c := &change{}
+	c.put(bNotifyChannels, channelKey(p.OwnerID, p.Env(), ch.ID), ch)
+	if err := s.commit(s.store.Gen(), nil, c).Wait(ctx); err != nil {
+		return NotificationChannelView{}, ErrUnavailable
+	}
+	s.logOwnerAction("notification_channel_confirmed", p, slog.String("channel", ch.ID), slog.String("type", ch.Type))
+	if s.notifier != nil {
+		s.notifier.spawn(func() { s.notifier.resumeFor(p.OwnerID, p.Env()) })
+	}
+	return s.channelView(ch), nil
 }
 
 // NotificationChannels lists the channels of the principal's owner
@@ -230,7 +315,7 @@ func (s *System) NotificationChannels(p Principal) ([]NotificationChannelView, e
 		return nil, ErrUnavailable
 	}
 	for i := len(chans) - 1; i >= 0; i-- {
-		out = append(out, chans[i].View())
+		out = append(out, s.channelView(chans[i]))
 	}
 	return out, nil
 }
@@ -284,11 +369,12 @@ func (s *System) NotificationChannel(p Principal, id string) (NotificationChanne
 	if err != nil {
 		return NotificationChannelView{}, err
 	}
-	return ch.View(), nil
+	return s.channelView(ch), nil
 }
 
 // DeleteNotificationChannel removes a channel: no message is sent through
-// it any more, retries of earlier messages included.
+// it any more, retries of earlier messages included, and the links it
+// sent no longer decide. The console (a zero KeyID) may remove one too.
 func (s *System) DeleteNotificationChannel(ctx context.Context, p Principal, id string) (NotificationChannelView, error) {
 	if p.Kind != KindOwner {
 		return NotificationChannelView{}, errorf(CodeInvalidRequest, "Only an owner key can delete notification channels.")
@@ -304,7 +390,8 @@ func (s *System) DeleteNotificationChannel(ctx context.Context, p Principal, id 
 	if err := s.commit(s.store.Gen(), nil, c).Wait(ctx); err != nil {
 		return NotificationChannelView{}, ErrUnavailable
 	}
-	return ch.View(), nil
+	s.logOwnerAction("notification_channel_deleted", p, slog.String("channel", ch.ID), slog.String("type", ch.Type))
+	return s.channelView(ch), nil
 }
 
 // checkChannel checks a channel's type and target for the principal's
@@ -343,9 +430,11 @@ func sameChannel(chans []NotificationChannel, except, typ, target string) *Error
 
 // UpdateNotificationChannel points a channel at a new target of its type
 // and emits notification_channel.updated: where approval links go is
-// worth an audit trail. Notices already sent through the channel are not
-// sent again; the next ones go to the new target. The type stays (delete
-// the channel and add one of the other type).
+// worth an audit trail. The channel waits for the owner's confirmation
+// again, as a new one does, and the links sent to the old target no
+// longer decide. Notices already sent through the channel are not sent
+// again. The type stays (delete the channel and add one of the other
+// type).
 func (s *System) UpdateNotificationChannel(ctx context.Context, p Principal, id, target string) (NotificationChannelView, error) {
 	if p.Kind != KindOwner {
 		return NotificationChannelView{}, errorf(CodeInvalidRequest, "Only an owner key can change notification channels.")
@@ -361,7 +450,7 @@ func (s *System) UpdateNotificationChannel(ctx context.Context, p Principal, id,
 		return NotificationChannelView{}, verr
 	}
 	if target == ch.Target {
-		return ch.View(), nil // nothing changes
+		return s.channelView(ch), nil // nothing changes
 	}
 	chans, err := s.channelsOf(p.OwnerID, p.Env())
 	if err != nil {
@@ -374,18 +463,39 @@ func (s *System) UpdateNotificationChannel(ctx context.Context, p Principal, id,
 	if err != nil {
 		return NotificationChannelView{}, err
 	}
-	ch.Target = target
+	ch.Target, ch.Status, ch.ConfirmedAt = target, ChannelPendingConfirmation, nil
+	ch.Revision = ch.LinkRevision() + 1
 	now := s.nowFor(p.OwnerID, p.Env())
 	c := &change{}
 	env.mu.Lock()
 	c.put(bNotifyChannels, channelKey(p.OwnerID, p.Env(), ch.ID), ch)
-	c.event(env, "", "notification_channel.updated", ch.View(), audienceOwner, now)
+	c.event(env, "", "notification_channel.updated", s.channelView(ch), audienceOwner, now)
 	t := s.commit(s.store.Gen(), env, c)
 	env.mu.Unlock()
 	if err := t.Wait(ctx); err != nil {
 		return NotificationChannelView{}, ErrUnavailable
 	}
-	return ch.View(), nil
+	s.logOwnerAction("notification_channel_updated", p, slog.String("channel", ch.ID), slog.String("type", ch.Type),
+		slog.Int("revision", ch.Revision))
+	return s.channelView(ch), nil
+}
+
+// LinkChannelCurrent reports why a signed link sent through a channel may
+// no longer decide, or "" when it still may: the channel still exists in
+// the approval's environment, is confirmed, and has the target the link
+// was sent to (the link's revision). A channel removed because it leaked
+// takes its links with it.
+func (s *System) LinkChannelCurrent(ownerID string, env Env, channelID string, revision int) (string, error) {
+	ch, ok, err := s.channel(ownerID, env, channelID)
+	switch {
+	case err != nil:
+		return "", ErrUnavailable
+	case !ok:
+		return "the notification channel it was sent through has been removed", nil
+	case !ch.Active() || ch.LinkRevision() != revision:
+		return "the notification channel it was sent through has been changed since", nil
+	}
+	return "", nil
 }
 
 // sameTarget reports whether two targets of a type are one place: e-mail

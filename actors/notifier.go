@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -23,6 +24,24 @@ type Messenger interface {
 	// returns a reference for the record of what was sent (the signed
 	// link's id). A *PermanentError says that retrying cannot help.
 	Deliver(ctx context.Context, n ApprovalNotice) (reference string, err error)
+	// Alert sends one notice about the service rather than an approval
+	// (a webhook endpoint paused), honouring ctx. It carries no link.
+	Alert(ctx context.Context, a Alert) error
+}
+
+// Alert is a notice that tells the owner something needs them outside
+// any approval: spec 6.3 has the owner told when an endpoint is paused,
+// and the event alone may go nowhere (the paused endpoint may be the
+// owner's only receiver). Words only: it decides nothing.
+type Alert struct {
+	// Channel is the channel with its full target.
+	Channel NotificationChannel
+	// ID is the event the alert tells of: unique per alert and channel
+	// together with the channel's id.
+	ID       string
+	Subject  string
+	Lines    []string
+	Livemode bool
 }
 
 // PermanentError is a delivery failure that a retry would repeat: the
@@ -68,6 +87,10 @@ type notificationSent struct {
 	SentAt    time.Time `json:"sent_at"`
 	Attempts  int       `json:"attempts"`
 	Reference string    `json:"reference"`
+	// Revision is the channel's revision it went to: a channel pointed
+	// elsewhere since gets the approval again, at its new target, with a
+	// link that works there (the old one no longer decides).
+	Revision int `json:"revision,omitempty"`
 }
 
 // notifier sends every new approval to the channels of its owner
@@ -144,11 +167,77 @@ func (n *notifier) spawn(f func()) bool {
 // onEvent runs in the hub's goroutine for every durable event: it must
 // only hand work over.
 func (n *notifier) onEvent(ev StoredEvent) {
-	if ev.Type != "approval.requested" {
+	switch ev.Type {
+	case "approval.requested":
+		if id := objectID(ev.Data.Object); id != "" {
+			n.spawn(func() { n.notify(id) })
+		}
+	case "webhook_endpoint.paused":
+		n.spawn(func() { n.alertPaused(ev) })
+	}
+}
+
+// alertPaused tells the owner, through every confirmed channel of the
+// endpoint's environment, that the endpoint is paused and what to do. A
+// failed alert is retried a few times; the event stays readable in
+// GET /v1/events whatever happens to it.
+func (n *notifier) alertPaused(ev StoredEvent) {
+	var e WebhookEndpoint
+	if b, err := json.Marshal(ev.Data.Object); err != nil || json.Unmarshal(b, &e) != nil || e.ID == "" {
+		n.log.Error("cannot read the paused endpoint of an event", "event", ev.ID)
 		return
 	}
-	if id := objectID(ev.Data.Object); id != "" {
-		n.spawn(func() { n.notify(id) })
+	env := EnvOf(ev.Livemode)
+	chans, err := n.sys.channelsOf(ev.OwnerID, env)
+	if err != nil {
+		n.log.Error("cannot read the notification channels", "event", ev.ID, "err", err)
+		return
+	}
+	prefix, where := "", "live"
+	if !ev.Livemode {
+		prefix, where = "[practice] ", "practice"
+	}
+	lines := []string{
+		fmt.Sprintf("Your webhook endpoint %s (%s environment) is paused: its last %d deliveries failed in a row.", e.ID, where, e.ConsecutiveFailures),
+		"",
+		"URL:    " + clipText(e.URL, 300),
+		"Paused: " + ev.Created.UTC().Format("2006-01-02 15:04 UTC"),
+		"",
+		"No more events are sent to it, and the deliveries that waited for it were dropped.",
+		"Every event stays readable for 30 days with GET /v1/events: catch up from there.",
+		`When the receiver works again, re-enable it: POST /v1/webhook_endpoints/` + e.ID + ` with {"status":"enabled"}.`,
+	}
+	for _, ch := range chans {
+		if !ch.Active() {
+			continue
+		}
+		a := Alert{Channel: ch, ID: ev.ID, Subject: prefix + "Webhook endpoint paused: " + e.ID, Lines: lines, Livemode: ev.Livemode}
+		n.spawn(func() { n.sendAlert(a) })
+	}
+}
+
+// alertAttempts bounds the tries of one alert through one channel.
+const alertAttempts = 3
+
+// sendAlert sends one alert, retrying after the first delays of
+// NotifyBackoff.
+func (n *notifier) sendAlert(a Alert) {
+	backoff := n.sys.cfg.NotifyBackoff
+	log := n.log.With("event", a.ID, "channel", a.Channel.ID, "type", a.Channel.Type)
+	for attempt := 1; ; attempt++ {
+		err := n.withSlot(func(ctx context.Context) error { return n.m.Alert(ctx, a) })
+		if err == nil {
+			log.Info("alert sent", "attempt", attempt)
+			return
+		}
+		var perm *PermanentError
+		if n.sys.ctx.Err() != nil || errors.As(err, &perm) || attempt == alertAttempts {
+			log.Error("alert not delivered", "attempt", attempt, "err", err)
+			return
+		}
+		if !n.park(backoff[min(attempt, len(backoff))-1]) {
+			return
+		}
 	}
 }
 
@@ -175,7 +264,12 @@ func objectID(obj any) string {
 }
 
 // resume looks at every pending approval once at start.
-func (n *notifier) resume() {
+func (n *notifier) resume() { n.resumeFor("", "") }
+
+// resumeFor looks at every pending approval of one owner environment (of
+// all of them when ownerID is empty): at start, and when the owner
+// confirms a channel, which then gets the approvals already waiting.
+func (n *notifier) resumeFor(ownerID string, env Env) {
 	var spendIDs []string
 	err := n.sys.store.Scan(bActive, nil, nil, false, func(k, _ []byte) bool {
 		if i := indexByte(k, '|'); i > 0 {
@@ -184,15 +278,23 @@ func (n *notifier) resume() {
 		return true
 	})
 	if err != nil {
-		n.log.Error("cannot look for approvals to notify after the restart", "err", err)
+		n.log.Error("cannot look for approvals to notify", "err", err)
 		return
 	}
 	for _, id := range spendIDs {
 		var sp policy.Spend
-		if ok, err := n.sys.getJSON(bSpends, []byte(id), &sp); err == nil && ok &&
-			sp.Status == policy.StatusPendingApproval && sp.Approval != nil {
-			n.notify(sp.Approval.ID)
+		if ok, err := n.sys.getJSON(bSpends, []byte(id), &sp); err != nil || !ok ||
+			sp.Status != policy.StatusPendingApproval || sp.Approval == nil {
+			continue
 		}
+		if ownerID != "" {
+			var ag Agent
+			if ok, err := n.sys.getJSON(bAgents, []byte(sp.AgentID), &ag); err != nil || !ok ||
+				ag.OwnerID != ownerID || EnvOf(sp.Livemode) != env {
+				continue
+			}
+		}
+		n.notify(sp.Approval.ID)
 	}
 }
 
@@ -209,6 +311,9 @@ func (n *notifier) notify(approvalID string) {
 		return
 	}
 	for _, ch := range chans {
+		if !ch.Active() {
+			continue // sends nothing until the owner confirms it
+		}
 		key := string(join(approvalID, ch.ID))
 		if !n.claim(key) {
 			continue
@@ -257,7 +362,8 @@ func (n *notifier) pending(approvalID string) (policy.Spend, Agent, bool) {
 
 // compose builds the notice for one channel from the durable state; ok is
 // false when there is nothing to send any more: the approval was decided
-// or expired, the channel deleted, or the message already sent.
+// or expired, the channel deleted or waiting for confirmation again, or
+// the message already sent.
 func (n *notifier) compose(approvalID, channelID string) (ApprovalNotice, bool) {
 	sp, ag, ok := n.pending(approvalID)
 	if !ok {
@@ -265,10 +371,12 @@ func (n *notifier) compose(approvalID, channelID string) (ApprovalNotice, bool) 
 	}
 	env := EnvOf(sp.Livemode)
 	ch, found, err := n.sys.channel(ag.OwnerID, env, channelID)
-	if err != nil || !found {
+	if err != nil || !found || !ch.Active() {
 		return ApprovalNotice{}, false
 	}
-	if sent, err := n.sys.store.Get(bNotifySent, join(approvalID, channelID)); err != nil || sent != nil {
+	var mark notificationSent
+	if sent, err := n.sys.getJSON(bNotifySent, join(approvalID, channelID), &mark); err != nil ||
+		sent && max(mark.Revision, 1) == ch.LinkRevision() {
 		return ApprovalNotice{}, false
 	}
 	reason := ""
@@ -324,16 +432,26 @@ func (n *notifier) deliver(approvalID, channelID string) {
 }
 
 // send runs one attempt, within the bound of concurrent sends.
-func (n *notifier) send(notice ApprovalNotice) (string, error) {
+func (n *notifier) send(notice ApprovalNotice) (ref string, err error) {
+	err = n.withSlot(func(ctx context.Context) error {
+		ref, err = n.m.Deliver(ctx, notice)
+		return err
+	})
+	return ref, err
+}
+
+// withSlot runs f within the bound of concurrent sends, with the send
+// timeout.
+func (n *notifier) withSlot(f func(ctx context.Context) error) error {
 	select {
 	case n.sem <- struct{}{}:
 	case <-n.sys.ctx.Done():
-		return "", n.sys.ctx.Err()
+		return n.sys.ctx.Err()
 	}
 	defer func() { <-n.sem }()
 	ctx, cancel := context.WithTimeout(n.sys.ctx, n.sys.cfg.NotifyTimeout)
 	defer cancel()
-	return n.m.Deliver(ctx, notice)
+	return f(ctx)
 }
 
 // park waits d on the service clock; while parked the goroutine is not
@@ -362,7 +480,7 @@ func (n *notifier) park(d time.Duration) bool {
 // only means the message may go out again after a restart.
 func (n *notifier) markSent(notice ApprovalNotice, ref string) {
 	mark := notificationSent{ChannelID: notice.Channel.ID, Type: notice.Channel.Type, SentAt: n.sys.clock.Now().UTC(),
-		Attempts: notice.Attempt, Reference: ref}
+		Attempts: notice.Attempt, Reference: ref, Revision: notice.Channel.LinkRevision()}
 	t := n.sys.store.Append(n.sys.store.Gen(), persistence.Record{Ops: []persistence.Op{
 		persistence.Put(bNotifySent, join(notice.ApprovalID, notice.Channel.ID), mustJSON(mark))}})
 	// Not the system's context: a delivery that finished as the service

@@ -24,12 +24,24 @@ func withMail(addr string) guardtest.Option {
 	})
 }
 
-// addChannel creates a channel that must answer 201 and returns it.
+// addChannel creates a channel that must answer 201, pending the owner's
+// confirmation, confirms it as the owner does in the console, and returns
+// it as it then reads.
 func addChannel(t *testing.T, s *guardtest.Server, ownerKey, typ, target string) map[string]any {
 	t.Helper()
 	r := call(t, s, http.MethodPost, channelsPath, ownerKey, nil, map[string]string{"type": typ, "target": target})
 	mustStatus(t, r, http.StatusCreated)
 	checkChannel(t, r.Body, typ, r.Body["livemode"] == true)
+	if r.Body["status"] != "pending_confirmation" || r.Body["confirm_url"] != consoleURL+"/channels" || r.Body["confirmed_at"] != nil {
+		t.Fatalf("a channel the API adds is %v (confirm at %v), want pending_confirmation at %s/channels", r.Body["status"], r.Body["confirm_url"], consoleURL)
+	}
+	id := r.Body["id"].(string)
+	s.ConfirmChannel(t, ownerKey, id)
+	r = call(t, s, http.MethodGet, channelsPath+"/"+id, ownerKey, nil, nil)
+	mustStatus(t, r, http.StatusOK)
+	if r.Body["status"] != "active" || r.Body["confirm_url"] != nil || r.Body["confirmed_at"] == nil {
+		t.Fatalf("a confirmed channel reads %s", r.Raw)
+	}
 	return r.Body
 }
 
@@ -205,6 +217,9 @@ func TestNotificationChannelValidation(t *testing.T) {
 			if c.name == "chat plain http" && !strings.Contains(e["message"].(string), "loopback") {
 				t.Errorf("the message does not say plain http is for loopback hosts: %v", e["message"])
 			}
+			if c.name == "email no at" && !strings.Contains(e["message"].(string), "no @") {
+				t.Errorf("the message does not say the address lacks its @: %v", e["message"])
+			}
 		})
 	}
 	wantError(t, call(t, e.srv, http.MethodPost, channelsPath, owner, map[string]string{"Content-Type": "text/plain"},
@@ -308,8 +323,9 @@ func TestNotificationChannelUpdate(t *testing.T) {
 	if r.Body["id"] != ch["id"] || r.Body["target"] != "new@example.com" || r.Body["type"] != "email" {
 		t.Fatalf("update answered %s", r.Raw)
 	}
-	if got := call(t, e.srv, http.MethodGet, path, owner, nil, nil); got.Body["target"] != "new@example.com" {
-		t.Fatalf("after the update the channel reads %s", got.Raw)
+	if got := call(t, e.srv, http.MethodGet, path, owner, nil, nil); got.Body["target"] != "new@example.com" ||
+		got.Body["status"] != "pending_confirmation" || got.Body["confirmed_at"] != nil {
+		t.Fatalf("after the update the channel reads %s, want the new target pending the owner's confirmation", got.Raw)
 	}
 	if ids, _ := listIDs(t, e.srv, owner, "/v1/events?type=notification_channel.updated"); len(ids) != 1 {
 		t.Fatalf("%d notification_channel.updated events, want 1", len(ids))

@@ -317,3 +317,57 @@ func TestApprovalNoticeRetriedWhileTheApprovalWaits(t *testing.T) {
 		t.Fatalf("the chat that stayed down got %d attempts over the approval's hour, want 9", n)
 	}
 }
+
+// A channel is a way to decide approvals (its links decide), and no API
+// key decides one: a channel the API adds or points elsewhere sends
+// nothing until the owner confirms it, signed in to the console, and the
+// approvals already waiting go out on confirmation. (That its old links
+// stop deciding is the console's part: see its tests.)
+func TestChannelSendsNothingUntilTheOwnerConfirmsIt(t *testing.T) {
+	chat := guardtest.StartChatServer(t, nil)
+	elsewhere := guardtest.StartChatServer(t, nil)
+	e := start(t)
+	owner := e.owner.TestKey
+	r := call(t, e.srv, http.MethodPost, channelsPath, owner, nil, map[string]string{"type": "chat", "target": chat.URL})
+	mustStatus(t, r, http.StatusCreated)
+	chID := r.Body["id"].(string)
+	_, agentKey := e.srv.NewAgent(t, owner, askingPolicy)
+	_, first := pendingSpend(t, e.srv, agentKey)
+	e.srv.Quiesce(t, deliveryWait)
+	if n := chat.Count(); n != 0 {
+		t.Fatalf("an unconfirmed channel got %d messages", n)
+	}
+
+	e.srv.ConfirmChannel(t, owner, chID)
+	checkLink(t, e.srv, string(chat.Next(t, deliveryWait).Body), first, "chat", chID)
+	logLine(t, e.srv, "action=notification_channel_confirmed", "channel="+chID, "by=console")
+
+	// Pointed elsewhere, the channel waits for the owner again.
+	r = call(t, e.srv, http.MethodPost, channelsPath+"/"+chID, owner, nil, map[string]string{"target": elsewhere.URL})
+	mustStatus(t, r, http.StatusOK)
+	if r.Body["status"] != "pending_confirmation" {
+		t.Fatalf("a moved channel is %v", r.Body["status"])
+	}
+	logLine(t, e.srv, "action=notification_channel_updated", "channel="+chID, "revision=2")
+	_, second := pendingSpend(t, e.srv, agentKey)
+	e.srv.Quiesce(t, deliveryWait)
+	if chat.Count() != 1 || elsewhere.Count() != 0 {
+		t.Fatalf("a moved, unconfirmed channel sent: %d to the old target, %d to the new", chat.Count()-1, elsewhere.Count())
+	}
+	e.srv.ConfirmChannel(t, owner, chID)
+	seen := map[string]bool{}
+	for range 2 {
+		text := string(elsewhere.Next(t, deliveryWait).Body)
+		if m := linkPattern.FindStringSubmatch(text); m != nil {
+			seen[m[1]] = true
+			if claims, err := e.srv.Service().Links().Verify(m[2], e.srv.Clock.Now()); err != nil || claims.ChannelRevision != 2 {
+				t.Errorf("a link sent to the new target: revision %d (%v), want 2", claims.ChannelRevision, err)
+			}
+		}
+	}
+	if !seen[first["id"].(string)] || !seen[second["id"].(string)] {
+		t.Fatalf("confirmed at its new target, the channel got links for %v, want both waiting approvals", seen)
+	}
+	mustStatus(t, call(t, e.srv, http.MethodDelete, channelsPath+"/"+chID, owner, nil, nil), http.StatusOK)
+	logLine(t, e.srv, "action=notification_channel_deleted", "channel="+chID, "owner="+e.owner.ID)
+}

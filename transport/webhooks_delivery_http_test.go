@@ -120,6 +120,8 @@ func TestWebhookSlowEndpointHoldsUpOnlyItself(t *testing.T) {
 // re-enables it.
 func TestWebhookRetriesOnPracticeClockAndPauses(t *testing.T) {
 	e := start(t)
+	chat := guardtest.StartChatServer(t, nil)
+	addChannel(t, e.srv, e.owner.TestKey, "chat", chat.URL)
 	rc := newReceiver(t, 500)
 	ep := createEndpoint(t, e.srv, e.owner.TestKey, rc.url, "spend.settled")
 	id := ep["id"].(string)
@@ -187,6 +189,18 @@ func TestWebhookRetriesOnPracticeClockAndPauses(t *testing.T) {
 	g := getEndpoint(t, e.srv, e.owner.TestKey, id)
 	if g["status"] != "paused" || g["consecutive_failures"] != 20.0 || g["paused_at"] == nil {
 		t.Fatalf("after 20 failures: %s", mustJSONString(g))
+	}
+	// The owner is told through the notification channel, once, with
+	// what to do: the paused endpoint itself hears nothing more.
+	alert := string(chat.Next(t, deliveryWait).Body)
+	for _, want := range []string{"[practice] Webhook endpoint paused: " + id, "last 20 deliveries failed", rc.url, "GET /v1/events",
+		`POST /v1/webhook_endpoints/` + id + ` with {\"status\":\"enabled\"}`} {
+		if !strings.Contains(alert, want) {
+			t.Errorf("the alert lacks %q:\n%s", want, alert)
+		}
+	}
+	if n := chat.Count(); n != 1 {
+		t.Errorf("the chat got %d messages, want the one alert", n)
 	}
 	paused := listedEvents(t, e.srv, e.owner.TestKey, "/v1/events?type=webhook_endpoint.paused")
 	if len(paused) != 1 || !strings.Contains(string(paused[0]), `"id":"`+id+`"`) || !strings.Contains(string(paused[0]), `"status":"paused"`) ||

@@ -2,6 +2,7 @@
 //
 //	guard serve [-config FILE] [-addr HOST:PORT] [-data DIR] [-dev]
 //	guard owner create [-config FILE] [-data DIR] [-journal-dir DIR] -name NAME -email EMAIL   (password on stdin)
+//	guard owner set-password [-config FILE] [-data DIR] [-journal-dir DIR] -email EMAIL       (password on stdin)
 //	guard agents|keys|policy COMMAND ...                   (a running server, owner key)
 package main
 
@@ -59,8 +60,10 @@ func exitCode(err error) int {
 const usage = `usage:
   guard serve [-config FILE] [-addr HOST:PORT] [-data DIR] [-dev]
   guard owner create [-config FILE] [-data DIR] [-journal-dir DIR] -name NAME -email EMAIL
+  guard owner set-password [-config FILE] [-data DIR] [-journal-dir DIR] -email EMAIL
       (password on stdin; the server's settings come from its config file
-      and GUARD_* variables, as for serve; the server must be stopped)
+      and GUARD_* variables, as for serve; the server must be stopped;
+      set-password signs the owner out of every console session)
 
 Administration of a running server with an owner key:
   guard agents list [-limit N]

@@ -65,6 +65,9 @@ func TestApprovalNoticeSurvivesRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := sys.ConfirmNotificationChannel(ctx, actors.OwnerPrincipal(owner.OwnerID, owner.Env()), ch.ID); err != nil {
+		t.Fatal(err)
+	}
 	over, limit, trusted := "5.00", "100.00", []string{"api.vendor.com"}
 	agent := guardtest.AgentPrincipal(t, sys, owner, "buyer", &policy.RulesInput{ApprovalOver: &over, PerSpendLimit: &limit,
 		TrustedDestinations: &trusted})

@@ -22,7 +22,7 @@ func TestLinkKeySurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	tok, _, err := svc.Links().Mint(approvallink.Claims{ApprovalID: "apr_1", ItemsHash: "h", Channel: "email", ChannelID: "ntc_1", ExpiresAt: now.Add(time.Hour)})
+	tok, _, err := svc.Links().Mint(approvallink.Claims{ApprovalID: "apr_1", ItemsHash: "h", Channel: "email", ChannelID: "ntc_1", ChannelRevision: 1, ExpiresAt: now.Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}

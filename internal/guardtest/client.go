@@ -157,3 +157,32 @@ func (s *Server) NewAgent(t testing.TB, ownerKey, policyJSON string) (agentID, a
 	}
 	return id, secret
 }
+
+// AddChannel adds a notification channel with the owner key and confirms
+// it as the owner does in the console, signed in: a channel added through
+// the API sends nothing before. It returns the channel's id.
+func (s *Server) AddChannel(t testing.TB, ownerKey, typ, target string) string {
+	t.Helper()
+	r := s.Do(t, http.MethodPost, "/v1/notification_channels", ownerKey, nil, map[string]string{"type": typ, "target": target})
+	id, _ := r.Body["id"].(string)
+	if r.Status != http.StatusCreated || id == "" {
+		t.Fatalf("guardtest: POST /v1/notification_channels answered %d: %s", r.Status, r.Raw)
+	}
+	s.ConfirmChannel(t, ownerKey, id)
+	return id
+}
+
+// ConfirmChannel confirms a pending notification channel of the owner
+// key's environment, as the owner does in the console.
+func (s *Server) ConfirmChannel(t testing.TB, ownerKey, channelID string) {
+	t.Helper()
+	p, err := s.System().Authenticate(ownerKey)
+	if err != nil {
+		t.Fatalf("guardtest: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := s.System().ConfirmNotificationChannel(ctx, actors.OwnerPrincipal(p.OwnerID, p.Env()), channelID); err != nil {
+		t.Fatalf("guardtest: confirming channel %s: %v", channelID, err)
+	}
+}

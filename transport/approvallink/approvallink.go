@@ -17,16 +17,22 @@ import (
 const KeySize = 32
 
 // version prefixes every payload so a future format can be told apart.
-const version = "l1"
+// l2 added the channel's revision; an l1 link is refused as malformed
+// (links live no longer than their approval, an hour at most).
+const version = "l2"
 
 // Claims are what a link stands for.
 type Claims struct {
-	ApprovalID string    // apr_…
-	ItemsHash  string    // the spend fingerprint the owner is shown
-	Channel    string    // "email" or "chat": the approver channel of the decision
-	ChannelID  string    // the notification channel the link was sent through
-	LinkID     string    // random, unique per link: the decision's reference
-	ExpiresAt  time.Time // the approval's expires_at
+	ApprovalID string // apr_…
+	ItemsHash  string // the spend fingerprint the owner is shown
+	Channel    string // "email" or "chat": the approver channel of the decision
+	ChannelID  string // the notification channel the link was sent through
+	// ChannelRevision is the channel's revision (its target) when the link
+	// was sent: a link sent to a target the channel no longer has must not
+	// decide.
+	ChannelRevision int
+	LinkID          string    // random, unique per link: the decision's reference
+	ExpiresAt       time.Time // the approval's expires_at
 }
 
 // Errors of Verify. Each is safe to show the person holding the link.
@@ -70,8 +76,11 @@ func (s *Signer) Mint(c Claims) (string, Claims, error) {
 			return "", c, fmt.Errorf("approval link: %s must be set and must not contain '|'", name)
 		}
 	}
-	payload := strings.Join([]string{version, c.ApprovalID, c.ItemsHash, c.Channel, c.ChannelID, c.LinkID,
-		strconv.FormatInt(c.ExpiresAt.Unix(), 10)}, "|")
+	if c.ChannelRevision < 1 {
+		return "", c, fmt.Errorf("approval link: channel revision must be at least 1")
+	}
+	payload := strings.Join([]string{version, c.ApprovalID, c.ItemsHash, c.Channel, c.ChannelID,
+		strconv.Itoa(c.ChannelRevision), c.LinkID, strconv.FormatInt(c.ExpiresAt.Unix(), 10)}, "|")
 	enc := base64.RawURLEncoding
 	return enc.EncodeToString([]byte(payload)) + "." + enc.EncodeToString(s.mac(payload)), c, nil
 }
@@ -93,14 +102,16 @@ func (s *Signer) Verify(token string, now time.Time) (Claims, error) {
 		return Claims{}, ErrForged
 	}
 	f := strings.Split(string(payload), "|")
-	if len(f) != 7 || f[0] != version {
+	if len(f) != 8 || f[0] != version {
 		return Claims{}, ErrMalformed
 	}
-	exp, err := strconv.ParseInt(f[6], 10, 64)
-	if err != nil {
+	rev, err1 := strconv.Atoi(f[5])
+	exp, err2 := strconv.ParseInt(f[7], 10, 64)
+	if err1 != nil || err2 != nil || rev < 1 {
 		return Claims{}, ErrMalformed
 	}
-	c := Claims{ApprovalID: f[1], ItemsHash: f[2], Channel: f[3], ChannelID: f[4], LinkID: f[5], ExpiresAt: time.Unix(exp, 0).UTC()}
+	c := Claims{ApprovalID: f[1], ItemsHash: f[2], Channel: f[3], ChannelID: f[4], ChannelRevision: rev, LinkID: f[6],
+		ExpiresAt: time.Unix(exp, 0).UTC()}
 	if !now.Before(c.ExpiresAt) {
 		return c, ErrExpired
 	}

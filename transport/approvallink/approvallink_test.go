@@ -23,7 +23,7 @@ func testSigner(t *testing.T) *Signer {
 func TestMintVerifyRoundTrip(t *testing.T) {
 	s := testSigner(t)
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	in := Claims{ApprovalID: "apr_1", ItemsHash: "abc", Channel: "email", ChannelID: "ntc_1", ExpiresAt: now.Add(15 * time.Minute)}
+	in := Claims{ApprovalID: "apr_1", ItemsHash: "abc", Channel: "email", ChannelID: "ntc_1", ChannelRevision: 1, ExpiresAt: now.Add(15 * time.Minute)}
 	tok, minted, err := s.Mint(in)
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +46,7 @@ func TestMintVerifyRoundTrip(t *testing.T) {
 func TestVerifyRefusesForgeries(t *testing.T) {
 	s := testSigner(t)
 	now := time.Now()
-	tok, _, err := s.Mint(Claims{ApprovalID: "apr_1", ItemsHash: "abc", Channel: "chat", ChannelID: "ntc_1", ExpiresAt: now.Add(time.Hour)})
+	tok, _, err := s.Mint(Claims{ApprovalID: "apr_1", ItemsHash: "abc", Channel: "chat", ChannelID: "ntc_1", ChannelRevision: 1, ExpiresAt: now.Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,6 +78,9 @@ func TestMintRefusesIncompleteClaims(t *testing.T) {
 	}
 	if _, _, err := s.Mint(Claims{ApprovalID: "apr|1", ItemsHash: "x", Channel: "email", ChannelID: "ntc_1"}); err == nil {
 		t.Fatal("separator in a field accepted")
+	}
+	if _, _, err := s.Mint(Claims{ApprovalID: "apr_1", ItemsHash: "x", Channel: "email", ChannelID: "ntc_1"}); err == nil {
+		t.Fatal("a link without its channel's revision accepted")
 	}
 	if _, err := New(make([]byte, 5)); err == nil {
 		t.Fatal("short key accepted")

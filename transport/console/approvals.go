@@ -319,6 +319,14 @@ func (c *Console) checkLink(id, token string) (checkedLink, error) {
 	if err != nil {
 		return checkedLink{}, errNoApproval
 	}
+	// A link is only as good as the channel it went to: removed or
+	// pointed elsewhere, the channel takes its links with it.
+	if why, err := c.sys.LinkChannelCurrent(ownerID, env, claims.ChannelID, claims.ChannelRevision); err != nil {
+		return checkedLink{}, err
+	} else if why != "" {
+		return checkedLink{}, &pageError{status: 403, title: "Link refused", env: env,
+			message: "This approval link no longer works: " + why + ". Nothing was decided; open the approval from the console instead."}
+	}
 	p := actors.OwnerPrincipal(ownerID, env)
 	if !c.sys.EnvNow(p).Before(claims.ExpiresAt) {
 		return checkedLink{}, &pageError{status: 410, title: "Link expired", env: env,
@@ -344,8 +352,7 @@ func (c *Console) linkPage(r *request, id, token string) error {
 	if l.item.Status != policy.StatusPendingApproval {
 		return &pageError{status: 409, title: "Approval closed", env: l.env, message: alreadyDecided(l.item)}
 	}
-	nonce := randomToken()
-	c.setCookie(r.ctx, linkCookie, nonce, c.base+"/approvals/", time.Hour)
+	nonce := c.formNonce(r, linkCookie, c.base+"/approvals/")
 	d := approvalData{Item: l.item, Pending: true, Link: token, Channel: l.claims.Channel,
 		CSRF: c.mac("link", nonce, l.claims.LinkID, id)}
 	c.render(r, 200, "approval", "Approval "+l.item.ShortCode, l.env, d)
@@ -381,7 +388,8 @@ func (c *Console) decide(r *request) error {
 		if err != nil {
 			return c.decisionRefused(err, l.env)
 		}
-		c.setCookie(r.ctx, linkCookie, "", c.base+"/approvals/", -1)
+		// The nonce cookie stays: link pages open in other tabs are bound
+		// to it.
 		it, err := c.approvalItem(actors.OwnerPrincipal(l.ownerID, l.env), id)
 		if err != nil {
 			return err

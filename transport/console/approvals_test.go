@@ -191,8 +191,12 @@ func newLinkFixture(t *testing.T, opts ...guardtest.Option) linkFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The link goes out through a real, confirmed channel: a link decides
+	// only while its channel is there, at the target it was sent to.
+	chat := guardtest.StartChatServer(t, nil)
+	channelID := srv.AddChannel(t, o.testKey, "chat", chat.URL)
 	token, claims, err := srv.Service().Links().Mint(approvallink.Claims{ApprovalID: apr["id"].(string),
-		ItemsHash: apr["items_hash"].(string), Channel: "chat", ChannelID: "ntc_test", ExpiresAt: exp})
+		ItemsHash: apr["items_hash"].(string), Channel: "chat", ChannelID: channelID, ChannelRevision: 1, ExpiresAt: exp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,5 +414,49 @@ func TestAgentTextIsShownNotObeyed(t *testing.T) {
 	}
 	if p := c.get("/console/approvals"); !strings.Contains(p.body, "Memo (the agent") {
 		t.Errorf("the inbox does not label the memo as the agent's words")
+	}
+}
+
+// A link decides only while its channel is there at the target it was
+// sent to: a channel pointed elsewhere (it could have leaked) or removed
+// takes its links with it, even once confirmed again.
+func TestLinkStopsWhenItsChannelMovesOrGoes(t *testing.T) {
+	f := newLinkFixture(t)
+	c := newClient(t, f.srv)
+	if p := c.get(f.path() + "?link=" + url.QueryEscape(f.token)); p.status != http.StatusOK {
+		t.Fatalf("the link before its channel moved: %d\n%s", p.status, p.body)
+	}
+	token := csrf(t, c.get(f.path()+"?link="+url.QueryEscape(f.token)))
+	channel := "/v1/notification_channels/" + f.claims.ChannelID
+	moved := guardtest.StartChatServer(t, nil)
+	if r := f.srv.Do(t, http.MethodPost, channel, f.owner.testKey, nil, map[string]string{"target": moved.URL}); r.Status != http.StatusOK {
+		t.Fatalf("moving the channel: %d %s", r.Status, r.Raw)
+	}
+	f.srv.ConfirmChannel(t, f.owner.testKey, f.claims.ChannelID)
+	if p := c.get(f.path() + "?link=" + url.QueryEscape(f.token)); p.status != http.StatusForbidden || !strings.Contains(p.body, "has been changed since") {
+		t.Fatalf("the old target's link: %d\n%s", p.status, p.body)
+	}
+	if p := c.post(f.path()+"/decide", url.Values{"decision": {"approve"}, "link": {f.token}, "csrf": {token}}, ""); p.status != http.StatusForbidden {
+		t.Fatalf("a decision through the old target's link: %d\n%s", p.status, p.body)
+	}
+	if st := f.status(t); st != "pending_approval" {
+		t.Fatalf("the refused link changed the spend to %v", st)
+	}
+
+	// A link sent to the new target works, until the channel is removed.
+	current := f.claims
+	current.LinkID, current.ChannelRevision = "", 2
+	fresh, _, err := f.srv.Service().Links().Mint(current)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.get(f.path() + "?link=" + url.QueryEscape(fresh)); p.status != http.StatusOK {
+		t.Fatalf("the new target's link: %d\n%s", p.status, p.body)
+	}
+	if r := f.srv.Do(t, http.MethodDelete, channel, f.owner.testKey, nil, nil); r.Status != http.StatusOK {
+		t.Fatalf("removing the channel: %d %s", r.Status, r.Raw)
+	}
+	if p := c.get(f.path() + "?link=" + url.QueryEscape(fresh)); p.status != http.StatusForbidden || !strings.Contains(p.body, "has been removed") {
+		t.Fatalf("a removed channel's link: %d\n%s", p.status, p.body)
 	}
 }

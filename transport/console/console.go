@@ -120,6 +120,8 @@ func (c *Console) Register(r *router.Router, track func(fasthttp.RequestHandler)
 	post("/signin", c.signIn)
 	post("/signout", c.changes(c.signOut))
 	post("/env", c.changes(c.switchEnv))
+	get("/password", c.signedIn(c.passwordPage))
+	post("/password", c.changes(c.passwordSet))
 	get("/approvals", c.signedIn(c.inbox))
 	get("/approvals/{id}", c.approvalPage)
 	post("/approvals/{id}/decide", c.decide)
@@ -139,6 +141,9 @@ func (c *Console) Register(r *router.Router, track func(fasthttp.RequestHandler)
 	post("/keys/{id}/revoke", c.changes(c.keyRevoke))
 	post("/keys/{id}/rotate", c.changes(c.keyRotate))
 	get("/balance", c.signedIn(c.balancePage))
+	get("/channels", c.signedIn(c.channelList))
+	post("/channels/{id}/confirm", c.changes(c.channelConfirm))
+	post("/channels/{id}/remove", c.changes(c.channelRemove))
 }
 
 // Owns reports whether path lies under the console.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -65,6 +66,16 @@ func newClient(t *testing.T, srv *guardtest.Server) *client {
 	c := &client{t: t, base: srv.URL, jar: jar, http: &http.Client{Jar: jar, Timeout: 30 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	t.Cleanup(c.http.CloseIdleConnections)
+	return c
+}
+
+// newClientAt is a client whose connections come from the loopback
+// address ip (127.0.0.2, 127.0.0.3, ...): the address the server counts
+// it by, as it counts a browser on another network.
+func newClientAt(t *testing.T, srv *guardtest.Server, ip string) *client {
+	c := newClient(t, srv)
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 10 * time.Second}
+	c.http.Transport = &http.Transport{DialContext: d.DialContext}
 	return c
 }
 

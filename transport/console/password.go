@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/crypto/argon2"
 )
@@ -18,9 +19,25 @@ const (
 	argonMemory  = 64 * 1024
 	argonThreads = 2
 	argonKeyLen  = 32
-	// MinPasswordLength is the shortest password an owner may set.
+	// MinPasswordLength is the shortest password an owner may set, in
+	// characters.
 	MinPasswordLength = 12
+	// MaxPasswordLength is the longest password sign-in reads, in bytes: a
+	// longer one could be set but never used.
+	MaxPasswordLength = 1024
 )
+
+// CheckNewPassword says what keeps pw from being an owner's password, or
+// nil.
+func CheckNewPassword(pw string) error {
+	if utf8.RuneCountInString(pw) < MinPasswordLength {
+		return fmt.Errorf("a password must have at least %d characters", MinPasswordLength)
+	}
+	if len(pw) > MaxPasswordLength {
+		return fmt.Errorf("a password must have at most %d characters", MaxPasswordLength)
+	}
+	return nil
+}
 
 // HashPassword returns the PHC string of an argon2id hash of pw with a
 // random salt: $argon2id$v=19$m=65536,t=3,p=2$salt$key.

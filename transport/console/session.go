@@ -82,6 +82,21 @@ func (c *Console) setCookie(ctx *fasthttp.RequestCtx, name, value, path string, 
 	ctx.Response.Header.SetCookie(ck)
 }
 
+// formNonce is the nonce behind a form's token, kept in the cookie name
+// at path. A nonce the browser already holds is kept, so that opening a
+// form in one tab leaves the forms of its other tabs good; the cookie is
+// set again to last an hour from this form. Keeping a value the browser
+// sends helps no one able to plant a cookie: they could as well plant it
+// after the page loaded, and a token still needs the console's key.
+func (c *Console) formNonce(r *request, name, path string) string {
+	nonce := string(r.ctx.Request.Header.Cookie(name))
+	if b, err := base64.RawURLEncoding.DecodeString(nonce); err != nil || len(b) != 32 {
+		nonce = randomToken()
+	}
+	c.setCookie(r.ctx, name, nonce, path, time.Hour)
+	return nonce
+}
+
 func (c *Console) cookiePath() string {
 	if c.base == "" {
 		return "/"
@@ -164,11 +179,10 @@ func (c *Console) signInPage(r *request) error {
 	return c.showSignIn(r, 200, signInData{Next: query(r, "next"), Notice: notice})
 }
 
-// showSignIn renders the form with a fresh nonce cookie and its token.
+// showSignIn renders the form with the browser's nonce cookie and its
+// token.
 func (c *Console) showSignIn(r *request, status int, d signInData) error {
-	nonce := randomToken()
-	c.setCookie(r.ctx, signInCookie, nonce, c.cookiePath(), time.Hour)
-	d.Token = c.mac("signin", nonce)
+	d.Token = c.mac("signin", c.formNonce(r, signInCookie, c.cookiePath()))
 	c.render(r, status, "signin", "Sign in", "", d)
 	return nil
 }
@@ -191,10 +205,11 @@ func (c *Console) signIn(r *request) error {
 	if len(email) > 254 || len(pw) > 1024 {
 		return c.showSignIn(r, 400, signInData{Next: next, Error: errSignInFailed})
 	}
+	// Attempts are counted per client address, before any hashing, so one
+	// address can neither guess quickly nor make the server hash much. They
+	// are not counted per e-mail across addresses: anyone could spend such
+	// a count with wrong passwords and keep out the owner's right one.
 	if err := c.limit(r, ratelimit.SignIn, "ip|"+r.ctx.RemoteIP().String()); err != nil {
-		return err
-	}
-	if err := c.limit(r, ratelimit.SignIn, "email|"+email); err != nil {
 		return err
 	}
 	owner, err := c.sys.OwnerByEmail(email)
@@ -213,9 +228,17 @@ func (c *Console) signIn(r *request) error {
 	if err := c.sys.PutConsoleSession(ctx, digestOf(token), cs); err != nil {
 		return err
 	}
+	// The browser holds one session cookie: a session it held before (a
+	// sign-in from another tab) could never be used again.
+	if r.sess != nil {
+		if err := c.sys.DeleteConsoleSessions(ctx, r.sess.digest); err != nil {
+			c.log.Warn("console: ending the replaced session", "err", err)
+		}
+	}
 	c.sweep(ctx, now)
+	// The nonce cookie stays: sign-in forms open in other tabs are bound
+	// to it.
 	c.setCookie(r.ctx, sessionCookie, token, c.cookiePath(), 0)
-	c.setCookie(r.ctx, signInCookie, "", c.cookiePath(), -1)
 	return redirect(c.safeNext(next))
 }
 

@@ -119,7 +119,7 @@ func TestSignInIsRateLimited(t *testing.T) {
 	srv := guardtest.Start(t, guardtest.WithConfig(func(c *wire.Config) { c.RateLimitScale = 1 }))
 	o := newOwner(t, srv)
 	c := newClient(t, srv)
-	// 10 per 15 minutes plus a burst of 5, per IP and per e-mail.
+	// 10 per 15 minutes plus a burst of 5, per client address.
 	for i := range 15 {
 		if p := c.signIn(o.email, "wrong password here"); p.status != http.StatusUnauthorized {
 			t.Fatalf("attempt %d: %d", i+1, p.status)
@@ -326,4 +326,118 @@ func TestPagesCarryTheServerHeaders(t *testing.T) {
 	check("missing page", c.get("/console/no-such-page"))
 	check("sign-in", c.signIn(o.email, password))
 	check("inbox", c.get("/console/approvals"))
+}
+
+// Wrong passwords sent from one address are refused there once they pass
+// the limit, whatever comes from it next, and do not keep the owner out
+// from another address.
+func TestSignInGuessesDoNotLockTheOwnerOut(t *testing.T) {
+	srv := guardtest.Start(t, guardtest.WithConfig(func(c *wire.Config) { c.RateLimitScale = 1 }))
+	o := newOwner(t, srv)
+	guesser := newClientAt(t, srv, "127.0.0.2")
+	for i := range 15 {
+		if p := guesser.signIn(o.email, "wrong password here"); p.status != http.StatusUnauthorized {
+			t.Fatalf("guess %d: %d", i+1, p.status)
+		}
+	}
+	for _, tc := range []struct{ what, email, pw string }{
+		{"another guess", o.email, "another wrong password"},
+		{"the right password", o.email, password},
+		{"another e-mail", "someone.else@guardtest.invalid", "wrong password here"},
+	} {
+		p := guesser.signIn(tc.email, tc.pw)
+		if p.status != http.StatusTooManyRequests || p.header.Get("Retry-After") == "" {
+			t.Fatalf("from the guessing address, %s: %d, Retry-After %q", tc.what, p.status, p.header.Get("Retry-After"))
+		}
+	}
+	owner := newClientAt(t, srv, "127.0.0.3")
+	if p := owner.signIn(o.email, password); p.status != http.StatusSeeOther {
+		t.Fatalf("the owner from another address: %d, Retry-After %q\n%s", p.status, p.header.Get("Retry-After"), p.body)
+	}
+	if p := owner.get("/console/approvals"); p.status != http.StatusOK {
+		t.Fatalf("the owner's inbox: %d", p.status)
+	}
+}
+
+// Sign-in forms open in several tabs of one browser can each be sent:
+// opening one does not spoil the others, nor does signing in with one.
+// Their tokens are still this browser's alone, and signing in again ends
+// the session the browser held.
+func TestSignInFormsInSeveralTabs(t *testing.T) {
+	srv := guardtest.Start(t)
+	o := newOwner(t, srv)
+	c := newClient(t, srv)
+	first, second := csrf(t, c.get("/console/signin")), csrf(t, c.get("/console/signin"))
+	send := func(cl *client, token string) page {
+		return cl.post("/console/signin", url.Values{"csrf": {token}, "email": {o.email}, "password": {password}}, "")
+	}
+	other := newClient(t, srv)
+	csrf(t, other.get("/console/signin"))
+	if p := send(other, first); p.status != http.StatusForbidden {
+		t.Fatalf("another browser sent this one's token: %d", p.status)
+	}
+	if p := send(c, first); p.status != http.StatusSeeOther {
+		t.Fatalf("the first tab: %d\n%s", p.status, p.body)
+	}
+	before := c.jar.Cookies(mustURL(t, srv.URL+"/console/"))
+	if p := send(c, second); p.status != http.StatusSeeOther {
+		t.Fatalf("the second tab, after the first signed in: %d\n%s", p.status, p.body)
+	}
+	if p := c.get("/console/approvals"); p.status != http.StatusOK {
+		t.Fatalf("inbox: %d", p.status)
+	}
+	kept := newClient(t, srv)
+	kept.jar.SetCookies(mustURL(t, srv.URL+"/console/"), before)
+	if p := kept.get("/console/approvals"); p.status != http.StatusSeeOther {
+		t.Fatalf("the session replaced by the second sign-in answered %d", p.status)
+	}
+}
+
+// Link pages open in several tabs of one browser, for two approvals and
+// for one of them twice, are each decided in turn: opening one does not
+// spoil the others, nor does deciding one. Their tokens are still this
+// browser's alone.
+func TestLinkPagesInSeveralTabs(t *testing.T) {
+	f := newLinkFixture(t)
+	aprB := approvalOf(t, spend(t, f.srv, f.agentKey, "3.00", "second-"+t.Name()))
+	exp, err := time.Parse(time.RFC3339Nano, aprB["expires_at"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := f.claims
+	claims.ApprovalID, claims.ItemsHash, claims.ExpiresAt, claims.LinkID = aprB["id"].(string), aprB["items_hash"].(string), exp, ""
+	linkB, _, err := f.srv.Service().Links().Mint(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pathA, pathB := f.path(), "/console/approvals/"+aprB["id"].(string)
+	open := func(cl *client, path, link string) string {
+		t.Helper()
+		p := cl.get(path + "?link=" + url.QueryEscape(link))
+		if p.status != http.StatusOK {
+			t.Fatalf("link page %s: %d\n%s", path, p.status, p.body)
+		}
+		return csrf(t, p)
+	}
+	decide := func(cl *client, path, link, token, decision string) page {
+		return cl.post(path+"/decide", url.Values{"decision": {decision}, "link": {link}, "csrf": {token}}, "")
+	}
+	c := newClient(t, f.srv)
+	tabA := open(c, pathA, f.token)
+	tabB := open(c, pathB, linkB)
+	againA := open(c, pathA, f.token)
+	other := newClient(t, f.srv)
+	open(other, pathB, linkB)
+	if p := decide(other, pathB, linkB, tabB, "approve"); p.status != http.StatusForbidden {
+		t.Fatalf("another browser sent this one's token: %d", p.status)
+	}
+	if p := decide(c, pathA, f.token, tabA, "approve"); p.status != http.StatusOK || !strings.Contains(p.body, "Approved") {
+		t.Fatalf("the first tab: %d\n%s", p.status, p.body)
+	}
+	if p := decide(c, pathB, linkB, tabB, "reject"); p.status != http.StatusOK || !strings.Contains(p.body, "Rejected") {
+		t.Fatalf("the second tab, after the first decided: %d\n%s", p.status, p.body)
+	}
+	if p := decide(c, pathA, f.token, againA, "reject"); p.status != http.StatusConflict || !strings.Contains(p.body, "already approved") {
+		t.Fatalf("the first approval's other tab: %d\n%s", p.status, p.body)
+	}
 }

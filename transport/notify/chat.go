@@ -55,7 +55,7 @@ func chatBody(m message) []byte {
 // other than 408 and 429 is permanent (the webhook was removed or never
 // existed), and so is a redirect.
 func (s *Sender) postChat(ctx context.Context, client *http.Client, ch actors.NotificationChannel, body []byte) error {
-	name := ch.View().Target // never the secret part of the URL
+	name := ch.ShownTarget() // never the secret part of the URL
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ch.Target, bytes.NewReader(body))
 	if err != nil {
 		return &actors.PermanentError{Err: fmt.Errorf("chat webhook %s: the URL cannot be used", name)}

@@ -172,9 +172,13 @@ func (s *Sender) smtpExchange(ctx context.Context, to string, msg []byte) error 
 
 // messageID is a unique Message-ID for one notice through one channel.
 func messageID(n actors.ApprovalNotice, linkID string, from *mail.Address) string {
-	domain := "guard.invalid"
+	return n.ApprovalID + "." + n.Channel.ID + "." + linkID + "@" + mailDomain(from)
+}
+
+// mailDomain is the domain of the sender's address, for Message-IDs.
+func mailDomain(from *mail.Address) string {
 	if i := strings.LastIndexByte(from.Address, '@'); i >= 0 && i < len(from.Address)-1 {
-		domain = from.Address[i+1:]
+		return from.Address[i+1:]
 	}
-	return n.ApprovalID + "." + n.Channel.ID + "." + linkID + "@" + domain
+	return "guard.invalid"
 }

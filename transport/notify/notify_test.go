@@ -255,3 +255,29 @@ func TestSupports(t *testing.T) {
 		t.Error("New with a bad SMTP address")
 	}
 }
+
+// An alert goes out by e-mail as a proper message without any link: its
+// subject and lines, a Message-ID of its event and channel, the owner's
+// address.
+func TestAlertByEmail(t *testing.T) {
+	srv := guardtest.StartMailServer(t, guardtest.MailOptions{})
+	s := newSender(t, &notify.SMTPConfig{Addr: srv.Addr, From: "Guard <guard@example.com>"})
+	a := actors.Alert{Channel: actors.NotificationChannel{ID: "ntc_1", Type: actors.ChannelEmail, Target: "owner@example.com"},
+		ID: "evt_1", Subject: "Webhook endpoint paused: we_1", Lines: []string{"Your webhook endpoint we_1 is paused.", "", "Re-enable it."}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Alert(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	m := srv.Next(t, 10*time.Second)
+	msg, err := mail.ReadMessage(bytes.NewReader(m.Data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(quotedprintable.NewReader(msg.Body))
+	if len(m.To) != 1 || m.To[0] != "owner@example.com" || msg.Header.Get("Subject") != a.Subject ||
+		msg.Header.Get("Message-Id") != "<evt_1.ntc_1@example.com>" ||
+		!strings.Contains(string(body), "Your webhook endpoint we_1 is paused.\r\n\r\nRe-enable it.") || strings.Contains(string(body), "http") {
+		t.Fatalf("alert to %v, subject %q, id %q:\n%s", m.To, msg.Header.Get("Subject"), msg.Header.Get("Message-Id"), body)
+	}
+}

@@ -78,7 +78,7 @@ func (s *Sender) Supports(channelType string) bool {
 // The reference returned is the link's id.
 func (s *Sender) Deliver(ctx context.Context, n actors.ApprovalNotice) (string, error) {
 	token, claims, err := s.links.Mint(approvallink.Claims{ApprovalID: n.ApprovalID, ItemsHash: n.ItemsHash,
-		Channel: n.Channel.Type, ChannelID: n.Channel.ID, ExpiresAt: n.ExpiresAt})
+		Channel: n.Channel.Type, ChannelID: n.Channel.ID, ChannelRevision: n.Channel.LinkRevision(), ExpiresAt: n.ExpiresAt})
 	if err != nil {
 		return "", &actors.PermanentError{Err: err}
 	}
@@ -98,4 +98,24 @@ func (s *Sender) Deliver(ctx context.Context, n actors.ApprovalNotice) (string, 
 		return claims.LinkID, s.postChat(ctx, client, n.Channel, chatBody(m))
 	}
 	return "", &actors.PermanentError{Err: fmt.Errorf("unknown channel type %q", n.Channel.Type)}
+}
+
+// Alert sends a notice without a link through its channel, once.
+func (s *Sender) Alert(ctx context.Context, a actors.Alert) error {
+	m := message{subject: a.Subject, lines: a.Lines}
+	switch a.Channel.Type {
+	case actors.ChannelEmail:
+		if s.smtp == nil {
+			return fmt.Errorf("e-mail is not configured on this server (smtp_addr)")
+		}
+		msg := mailMessage(m, s.from, a.Channel.Target, s.now().UTC(), a.ID+"."+a.Channel.ID+"@"+mailDomain(s.from))
+		return s.sendMail(ctx, a.Channel.Target, msg)
+	case actors.ChannelChat:
+		client := s.chat
+		if a.Livemode {
+			client = s.live
+		}
+		return s.postChat(ctx, client, a.Channel, chatBody(m))
+	}
+	return &actors.PermanentError{Err: fmt.Errorf("unknown channel type %q", a.Channel.Type)}
 }

@@ -21,10 +21,11 @@ const (
 	KeyChanges      Name = "key_changes"      // rotate or create keys per day, per owner id
 	PracticeControl Name = "practice_control" // /v1/test/*, per owner id
 	InvalidKey      Name = "invalid_key"      // invalid or missing key, per client IP
-	// SignIn counts console sign-in attempts, once per client IP and once
-	// per e-mail (subjects "ip|…" and "email|…"), so neither one address
-	// nor many addresses can guess a password quickly. Not in spec 8.1,
-	// which covers keys only.
+	// SignIn counts console sign-in attempts per client IP (subject
+	// "ip|…"), before any password is hashed. Not per e-mail: a count per
+	// account is one a stranger who knows the e-mail fills, locking the
+	// owner out of the console and its approvals. Not in spec 8.1, which
+	// covers keys only.
 	SignIn Name = "sign_in"
 )
 

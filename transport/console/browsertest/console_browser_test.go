@@ -249,8 +249,11 @@ func TestSignedLinksAndForgeryInBrowser(t *testing.T) {
 	w := setup(t)
 	sp := w.spend(t, "4.00", "link test")
 	aprID, code, itemsHash, expires := approvalOf(t, sp)
+	// The link goes out through a confirmed channel, as every link does.
+	chat := guardtest.StartChatServer(t, nil)
+	channelID := w.srv.AddChannel(t, w.ownerKey, "chat", chat.URL)
 	token, _, err := w.srv.Service().Links().Mint(approvallink.Claims{ApprovalID: aprID, ItemsHash: itemsHash,
-		Channel: "email", ChannelID: "ntc_browsertest", ExpiresAt: expires})
+		Channel: "chat", ChannelID: channelID, ChannelRevision: 1, ExpiresAt: expires})
 	if err != nil {
 		t.Fatal(err)
 	}
