@@ -260,7 +260,10 @@ func (a *agentActor) create(m *createSpend) {
 	in := m.in
 	fp := in.Fingerprint()
 	if rk, ok := a.recentKeys[in.IdempotencyKey]; ok {
-		if rk.inflight {
+		// A different payment under the key is a conflict whatever the
+		// first one's progress: the answer (and its changed_fields) must
+		// not depend on when the second request arrived.
+		if rk.inflight && len(rk.fp.Diff(fp)) == 0 {
 			m.reply <- SpendResult{Err: &Error{Code: CodeIdempotencyInProgress, RetryAfter: 1,
 				Message: "A request with this Idempotency-Key is still being processed; retry in a second to get its result."}}
 			return

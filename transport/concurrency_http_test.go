@@ -1,6 +1,7 @@
 package transport_test
 
 import (
+	"fmt"
 	"math/big"
 	"net/http"
 	"sync"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentpay/guard/actors"
+	"github.com/agentpay/guard/cmd/wire"
 	"github.com/agentpay/guard/internal/guardtest"
 )
 
@@ -227,4 +229,43 @@ func waitingRead(s *guardtest.Server, key, path string) <-chan timedAnswer {
 		got <- timedAnswer{r, err, time.Since(begin)}
 	}()
 	return got
+}
+
+// While the first request under a key is still with the vendor, a second
+// one asking for a different payment under the same key is a conflict
+// naming what changed, as it is afterwards; only the same payment is
+// asked to retry.
+func TestDifferentPaymentUnderAKeyInFlightIsAConflict(t *testing.T) {
+	e := start(t, guardtest.WithConfig(func(c *wire.Config) { c.SimulatedLatency = 2 * time.Second }))
+	key := newKey()
+	first := make(chan guardtest.Response, 1)
+	go func() {
+		r, _ := e.srv.Send(http.MethodPost, "/v1/spends", e.agentKey, map[string]string{"Idempotency-Key": key},
+			spendBody("3.00", "api.vendor.com", "/v1/once"))
+		first <- r
+	}()
+	// The first is in flight once its spend is recorded: the vendor
+	// takes two seconds to answer.
+	deadline := time.Now().Add(10 * time.Second)
+	for spendCount(t, e.srv, e.agentID) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the first request recorded no spend")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	same := call(t, e.srv, http.MethodPost, "/v1/spends", e.agentKey, map[string]string{"Idempotency-Key": key},
+		spendBody("3.00", "api.vendor.com", "/v1/once"))
+	wantError(t, same, http.StatusConflict, "idempotency_error", "idempotency_in_progress", "")
+	r := call(t, e.srv, http.MethodPost, "/v1/spends", e.agentKey, map[string]string{"Idempotency-Key": key},
+		spendBody("4.00", "api.vendor.com", "/v1/once"))
+	er := wantError(t, r, http.StatusConflict, "idempotency_error", "idempotency_conflict", "amount")
+	if fmt.Sprint(er["changed_fields"]) != "[amount]" {
+		t.Errorf("changed_fields %v, want [amount]", er["changed_fields"])
+	}
+	if got := <-first; got.Status != http.StatusCreated || got.Body["status"] != "settled" {
+		t.Fatalf("the first request: %d %s", got.Status, got.Raw)
+	}
+	if n := spendCount(t, e.srv, e.agentID); n != 1 {
+		t.Fatalf("%d spends recorded, want 1", n)
+	}
 }

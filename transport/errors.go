@@ -30,6 +30,7 @@ const (
 	codeInvalidAPIKey       = "invalid_api_key"
 	codeRateLimited         = "rate_limited"
 	codeResourceMissingBody = "resource_required"
+	codeRequestTimeout      = "request_timeout"
 )
 
 // errorClass is the HTTP status and error type of a code: the one table
@@ -64,6 +65,7 @@ var errorTable = map[string]errorClass{
 	string(actors.CodeConflict):              {409, "invalid_request_error"},
 	string(actors.CodeDepositFailed):         {409, "invalid_request_error"},
 	string(actors.CodeQuotaExceeded):         {409, "invalid_request_error"},
+	codeRequestTimeout:                       {408, "invalid_request_error"},
 	codeBodyTooLarge:                         {413, "invalid_request_error"},
 	codeRateLimited:                          {429, "rate_limit_error"},
 	string(actors.CodeInternal):              {500, "api_error"},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -547,6 +548,18 @@ func (s *Server) transportError(ctx *fasthttp.RequestCtx, err error) {
 	ctx.Response.Header.Set("Service-Version", APIVersion)
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
 		writeError(ctx, reqID, errBodyTooLarge)
+		return
+	}
+	// The read deadline passed: on a connection that never sent a byte
+	// (a client's spare connection), or mid-request. That is no fault of
+	// the request's form, so not a 400: 408 says the connection is closed
+	// for time, which a client may send again on a new connection (Go's
+	// client drops a 408 on an idle connection without a word). Nothing
+	// of a request cut short was acted on.
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		ctx.SetConnectionClose()
+		writeError(ctx, reqID, &apiError{code: codeRequestTimeout, message: fmt.Sprintf(
+			"The request was not received in full within %v; nothing was done. Send it again on a new connection.", s.cfg.ReadTimeout)})
 		return
 	}
 	var small *fasthttp.ErrSmallBuffer
