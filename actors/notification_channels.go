@@ -408,6 +408,13 @@ func (s *System) checkChannel(p Principal, typ, target string) (string, *Error) 
 				clipText(u.Hostname(), 60))}
 		}
 	}
+	if typ == ChannelChat {
+		if u, err := url.Parse(target); err == nil && egress.NoReceiverHost(u.Hostname()) {
+			return "", &Error{Code: CodeParameterInvalid, Param: "target", Message: fmt.Sprintf(
+				"target host %s is a link-local, multicast or unspecified address (the cloud metadata endpoint is one), which no chat relay has. Use the chat's webhook URL: a loopback or private relay is fine in practice.",
+				clipText(u.Hostname(), 60))}
+		}
+	}
 	if m := s.cfg.Messenger; m == nil || !m.Supports(typ) {
 		return "", &Error{Code: CodeParameterInvalid, Param: "type",
 			Message: fmt.Sprintf("This server cannot send %s notifications: its operator has not configured them (e-mail needs smtp_addr). Use another type or ask the operator.", typ)}

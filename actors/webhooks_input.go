@@ -102,12 +102,16 @@ func (s *System) checkWebhookURL(raw string, env Env) *Error {
 	if err := CheckWebhookURL(raw); err != nil {
 		return err
 	}
-	if env != EnvLive || s.cfg.PrivateWebhookTargets {
-		return nil
+	if env == EnvLive && !s.cfg.PrivateWebhookTargets {
+		if u, err := url.Parse(raw); err == nil && !egress.PublicHost(u.Hostname()) {
+			return &Error{Code: CodeParameterInvalid, Param: "url", Message: fmt.Sprintf(
+				"url host %s is not a public address (loopback, private, link-local or reserved); live endpoints receive deliveries only at public addresses. Use the endpoint's public https URL (an operator can allow private targets with private_webhook_targets).",
+				clipText(u.Hostname(), 60))}
+		}
 	}
-	if u, err := url.Parse(raw); err == nil && !egress.PublicHost(u.Hostname()) {
+	if u, err := url.Parse(raw); err == nil && egress.NoReceiverHost(u.Hostname()) {
 		return &Error{Code: CodeParameterInvalid, Param: "url", Message: fmt.Sprintf(
-			"url host %s is not a public address (loopback, private, link-local or reserved); live endpoints receive deliveries only at public addresses. Use the endpoint's public https URL (an operator can allow private targets with private_webhook_targets).",
+			"url host %s is a link-local, multicast or unspecified address (the cloud metadata endpoint is one), which no receiver has. Use the receiver's own address: a loopback or private one is fine in practice.",
 			clipText(u.Hostname(), 60))}
 	}
 	return nil

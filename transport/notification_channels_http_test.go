@@ -211,6 +211,8 @@ func TestNotificationChannelValidation(t *testing.T) {
 		{"chat space", `{"type":"chat","target":"https://hooks.chat.example.com/a b"}`, "parameter_invalid", "target"},
 		{"chat an address", `{"type":"chat","target":"owner@example.com"}`, "parameter_invalid", "target"},
 		{"chat too long", `{"type":"chat","target":"` + long("https://hooks.chat.example.com/", 2049, "") + `"}`, "parameter_invalid", "target"},
+		{"chat metadata endpoint", `{"type":"chat","target":"https://169.254.169.254/latest/meta-data"}`, "parameter_invalid", "target"},
+		{"chat link-local", `{"type":"chat","target":"https://[fe80::1]/hook"}`, "parameter_invalid", "target"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := wantError(t, call(t, e.srv, http.MethodPost, channelsPath, owner, nil, c.body), 400, "invalid_request_error", c.code, c.param)

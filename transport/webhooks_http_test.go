@@ -231,4 +231,12 @@ func TestLiveWebhookEndpointsArePublic(t *testing.T) {
 	}
 	createEndpoint(t, e.srv, e.owner.TestKey, "http://127.0.0.1:9/x", "*")
 	createEndpoint(t, e.srv, e.owner.TestKey, "https://10.0.0.1/h", "*")
+	// Local receivers are fine in practice, but no receiver is link-local:
+	// the cloud metadata endpoint is refused there too.
+	for _, u := range []string{"https://169.254.169.254/latest", "https://[fe80::1]/x", "https://0.0.0.0/x"} {
+		r := call(t, e.srv, http.MethodPost, "/v1/webhook_endpoints", e.owner.TestKey, nil, `{"url":"`+u+`","enabled_events":["*"]}`)
+		if r.Status != 400 || errorOf(t, r)["param"] != "url" || !strings.Contains(errorOf(t, r)["message"].(string), "link-local") {
+			t.Errorf("practice endpoint %s: %d %s, want 400 naming url as link-local", u, r.Status, r.Raw)
+		}
+	}
 }

@@ -88,10 +88,39 @@ func numericLabel(l string) bool {
 	return l != "" && strings.Trim(l, "0123456789") == ""
 }
 
-// RefusedError is the error of a connection Dialer would not make.
-type RefusedError struct{ Addr string }
+// NoReceiver reports whether ip is an address no receiver of an owner's
+// has, even one on this machine or its private network: link-local
+// addresses (the cloud metadata endpoint 169.254.169.254 among them, and
+// its IPv6 forms), multicast and the unspecified address. Deliveries that
+// may go to local receivers (practice, or live with private targets
+// allowed) still never go there.
+func NoReceiver(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	return !ip.IsValid() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsInterfaceLocalMulticast() ||
+		ip.IsMulticast() || ip.IsUnspecified()
+}
+
+// NoReceiverHost reports whether host, as written in a URL, is an address
+// literal NoReceiver refuses. A name is checked where it resolves, by
+// LocalDialer.
+func NoReceiverHost(host string) bool {
+	ip, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	return err == nil && NoReceiver(ip)
+}
+
+// RefusedError is the error of a connection Dialer or LocalDialer would
+// not make.
+type RefusedError struct {
+	Addr string
+	// Local is set for LocalDialer's refusals, which concern link-local
+	// and other addresses no receiver has.
+	Local bool
+}
 
 func (e *RefusedError) Error() string {
+	if e.Local {
+		return fmt.Sprintf("the endpoint's address %s is link-local, multicast or unspecified (the cloud metadata endpoint is one); no delivery goes there", e.Addr)
+	}
 	return fmt.Sprintf("the endpoint's address %s is not public (loopback, private, link-local or reserved); deliveries of live events go only to public addresses", e.Addr)
 }
 
@@ -104,6 +133,20 @@ func Dialer(timeout time.Duration) *net.Dialer {
 			ap, err := netip.ParseAddrPort(address)
 			if err != nil || !Public(ap.Addr()) {
 				return &RefusedError{Addr: address}
+			}
+			return nil
+		}}
+}
+
+// LocalDialer returns a dialer for deliveries that may go to this machine
+// or its private network, but never to an address NoReceiver refuses,
+// whatever a name resolves to.
+func LocalDialer(timeout time.Duration) *net.Dialer {
+	return &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second,
+		Control: func(_, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil || NoReceiver(ap.Addr()) {
+				return &RefusedError{Addr: address, Local: true}
 			}
 			return nil
 		}}

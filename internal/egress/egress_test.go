@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 )
@@ -67,20 +68,7 @@ func TestPublicHost(t *testing.T) {
 // The dialer refuses a loopback listener that a plain dialer reaches, and
 // says why.
 func TestDialerRefusesNonPublic(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	ln := loopbackListener(t)
 	if c, err := (&net.Dialer{Timeout: time.Second}).Dial("tcp", ln.Addr().String()); err != nil {
 		t.Fatalf("a plain dialer cannot reach the listener: %v", err)
 	} else {
@@ -95,4 +83,61 @@ func TestDialerRefusesNonPublic(t *testing.T) {
 			t.Errorf("dial %s: %v, want a RefusedError", addr, err)
 		}
 	}
+}
+
+// Link-local, multicast and unspecified addresses are no receiver's, in
+// any form; loopback, private and public ones may be.
+func TestNoReceiver(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"169.254.169.254": true, "::ffff:169.254.169.254": true, "fe80::1": true, "fd00:ec2::254": false,
+		"224.0.0.1": true, "ff02::1": true, "0.0.0.0": true, "::": true,
+		"127.0.0.1": false, "10.0.0.1": false, "192.168.1.1": false, "::1": false, "8.8.8.8": false,
+	} {
+		if got := NoReceiver(netip.MustParseAddr(addr)); got != want {
+			t.Errorf("NoReceiver(%s) = %v, want %v", addr, got, want)
+		}
+	}
+	for host, want := range map[string]bool{"169.254.169.254": true, "[fe80::1]": true, "fe80::1": true,
+		"metadata.example.com": false, "127.0.0.1": false, "localhost": false} {
+		if got := NoReceiverHost(host); got != want {
+			t.Errorf("NoReceiverHost(%q) = %v, want %v", host, got, want)
+		}
+	}
+}
+
+// The local dialer reaches a loopback listener and refuses the metadata
+// endpoint before any packet leaves.
+func TestLocalDialer(t *testing.T) {
+	ln := loopbackListener(t)
+	c, err := LocalDialer(time.Second).DialContext(context.Background(), "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatalf("the local dialer cannot reach a loopback listener: %v", err)
+	}
+	c.Close()
+	_, err = LocalDialer(time.Second).DialContext(context.Background(), "tcp", "169.254.169.254:80")
+	var refused *RefusedError
+	if !errors.As(err, &refused) || !refused.Local || !strings.Contains(err.Error(), "metadata") {
+		t.Fatalf("dial 169.254.169.254: %v, want a RefusedError naming link-local addresses", err)
+	}
+}
+
+// loopbackListener accepts and closes connections on a loopback port
+// until the test ends.
+func loopbackListener(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return ln
 }

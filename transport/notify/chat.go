@@ -24,7 +24,7 @@ const ChatTimeout = 5 * time.Second
 // newChatClient is the webhook client: no redirects (a webhook that
 // redirects is misconfigured, and following it would send the message
 // somewhere the owner did not name), no kept-alive connections. It dials
-// with d, or the default dialer when d is nil.
+// with d.
 func newChatClient(d *net.Dialer) *http.Client {
 	tr := &http.Transport{Proxy: http.ProxyFromEnvironment, DisableKeepAlives: true, TLSHandshakeTimeout: ChatTimeout}
 	if d != nil {

@@ -43,7 +43,7 @@ func New(cfg Config) (*Sender, error) {
 	if cfg.Links == nil {
 		return nil, fmt.Errorf("notify: Config.Links is required")
 	}
-	s := &Sender{links: cfg.Links, now: cfg.Now, chat: newChatClient(nil)}
+	s := &Sender{links: cfg.Links, now: cfg.Now, chat: newChatClient(egress.LocalDialer(ChatTimeout))}
 	s.live = s.chat
 	if !cfg.PrivateLiveTargets {
 		s.live = newChatClient(egress.Dialer(ChatTimeout))

@@ -52,7 +52,7 @@ func NewSender(o Options) *Sender {
 	if o.UserAgent == "" {
 		o.UserAgent = "guard-webhooks/" + actors.APIVersion
 	}
-	s := &Sender{userAgent: o.UserAgent, client: newClient(o.Timeout, nil)}
+	s := &Sender{userAgent: o.UserAgent, client: newClient(o.Timeout, egress.LocalDialer(o.Timeout))}
 	s.live = s.client
 	if !o.PrivateLiveTargets {
 		s.live = newClient(o.Timeout, egress.Dialer(o.Timeout))
@@ -60,8 +60,7 @@ func NewSender(o Options) *Sender {
 	return s
 }
 
-// newClient is the client of deliveries, dialling with d (nil: the
-// default dialer).
+// newClient is the client of deliveries, dialling with d.
 func newClient(timeout time.Duration, d *net.Dialer) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 4
