@@ -304,16 +304,25 @@ func (a *agentActor) create(m *createSpend) {
 		}
 	}
 	a.duplicateWarning(sp, now)
+	answered := false // the rail's outcome is in this record
 	if sp.Status.Holds() {
 		a.ledger.Reserve(sp, now)
 		a.env.state.Held = a.env.state.Held.Add(sp.Amount)
-		a.active[id] = sp
-		c.putActive(join(a.id, id), sp)
+		if sp.Status == policy.StatusApproved {
+			if o, ok := a.sys.payNow(a.payment(sp)); ok {
+				a.applyOutcome(c, sp, o, now)
+				answered = true
+			}
+		}
+		if sp.Status.Holds() {
+			a.active[id] = sp
+			c.putActive(join(a.id, id), sp)
+		}
 	}
-	switch sp.Status {
-	case policy.StatusPendingApproval:
+	switch {
+	case sp.Status == policy.StatusPendingApproval:
 		a.requestApproval(c, sp, fp, now)
-	default:
+	case !answered:
 		c.event(a.env, a.id, sp.Status.EventType(), spendRef(sp), audienceBoth, now)
 	}
 	body := spendJSON(sp)
@@ -335,6 +344,9 @@ func (a *agentActor) create(m *createSpend) {
 		a.dispatch(sp, t, false, 0)
 	case policy.StatusPendingApproval:
 		a.sys.timers.schedule(id, a.id, sp.Approval.ExpiresAt.Sub(a.now()))
+		m.reply <- SpendResult{Body: body, Ticket: t, Status: sp.Status}
+	case policy.StatusProcessing:
+		a.verifyLater(sp)
 		m.reply <- SpendResult{Body: body, Ticket: t, Status: sp.Status}
 	default:
 		m.reply <- SpendResult{Body: body, Ticket: t, Status: sp.Status}
@@ -418,18 +430,7 @@ func (a *agentActor) applyRail(ctx actor.Context, m *railResult) {
 	}
 	c := &change{spends: []string{sp.ID}}
 	a.env.mu.Lock()
-	switch o.Status {
-	case policy.RailSettled:
-		a.settle(c, sp, o, now)
-	case policy.RailUnknown:
-		sp.Processing(o, now)
-		c.event(a.env, a.id, sp.Status.EventType(), spendRef(sp), audienceBoth, now)
-	default:
-		a.ledger.Release(sp.ID, now)
-		a.env.state.Held = a.env.state.Held.Sub(sp.Amount)
-		sp.Fail(o, now)
-		c.event(a.env, a.id, sp.Status.EventType(), spendRef(sp), audienceBoth, now)
-	}
+	a.applyOutcome(c, sp, o, now)
 	body := spendJSON(sp)
 	c.putRaw(bSpends, []byte(sp.ID), body)
 	c.putLedger([]byte(a.id), &a.ledger)
@@ -447,6 +448,25 @@ func (a *agentActor) applyRail(ctx actor.Context, m *railResult) {
 	a.publishView()
 	a.answerWaiting(sp, body, t)
 	a.answerCancelsAfterSend(sp.ID)
+}
+
+// applyOutcome moves a spend that holds its allowance to what the rail
+// said, with the event of its new state: settled (with its receipt),
+// processing when nobody knows yet, failed otherwise (the allowance goes
+// back). Caller holds the environment lock.
+func (a *agentActor) applyOutcome(c *change, sp *policy.Spend, o policy.RailOutcome, now time.Time) {
+	switch o.Status {
+	case policy.RailSettled:
+		a.settle(c, sp, o, now)
+	case policy.RailUnknown:
+		sp.Processing(o, now)
+		c.event(a.env, a.id, sp.Status.EventType(), spendRef(sp), audienceBoth, now)
+	default:
+		a.ledger.Release(sp.ID, now)
+		a.env.state.Held = a.env.state.Held.Sub(sp.Amount)
+		sp.Fail(o, now)
+		c.event(a.env, a.id, sp.Status.EventType(), spendRef(sp), audienceBoth, now)
+	}
 }
 
 // answerCancelsAfterSend answers the cancels that waited for the rail's

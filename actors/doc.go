@@ -28,7 +28,16 @@
 // vendor only when the approval (with its payment nonce) is durable, and the
 // hub tells watchers and subscribers only about durable changes. A payment
 // whose outcome is unknown is `processing` and is verified with the same
-// nonce, never paid again. If the journal loses a commit, StoreFailed stops
+// nonce, never paid again.
+//
+// One exception to "journal the nonce, then pay": a rail that answers at
+// once with no effect outside this process (an InstantRail: the practice
+// vendor without simulated latency) is asked inside the actor, and its
+// outcome goes into the spend's first record. Nothing outside the process
+// can have been paid, so a crash before that record is durable leaves
+// nothing to verify; the spend goes from new straight to settled, failed
+// or processing with that state's event, as spec 3's table has it, in one
+// commit instead of two. If the journal loses a commit, StoreFailed stops
 // every actor so the next request reloads what is really on disk.
 //
 // # Concurrency
@@ -56,7 +65,8 @@
 //
 // # Caveats
 //
-// The approved state is dispatched to the rail at once, and reads approved
+// A payment for a rail that takes its time (live, or practice with
+// simulated latency) is dispatched to the rail at once, and reads approved
 // until the rail answers (journaling processing before every call would
 // cost each payment a commit and an event). A cancel in that window waits
 // for the rail's answer and answers from the outcome: cancel_too_late once

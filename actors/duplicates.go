@@ -63,9 +63,9 @@ func (a *agentActor) remember(sp *policy.Spend, now time.Time) {
 // paying tells whether a spend in status s has paid or may be paying its
 // vendor: a payment waiting for the owner has bought nothing yet, and
 // another purchase of its resource repeats nothing (it is noted when the
-// owner approves it).
+// owner approves it); one the vendor refused at once bought nothing.
 func paying(s policy.Status) bool {
-	return s != policy.StatusDeclined && s != policy.StatusPendingApproval
+	return s != policy.StatusDeclined && s != policy.StatusPendingApproval && s != policy.StatusFailed
 }
 
 // forgetUnpaid drops the purchase sp noted once sp ends without paying

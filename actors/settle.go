@@ -8,6 +8,18 @@ import (
 	"github.com/agentpay/guard/policy"
 )
 
+// payNow asks the rail of p for an outcome known at once (InstantRail).
+func (s *System) payNow(p policy.Payment) (policy.RailOutcome, bool) {
+	rail := s.cfg.PracticeRail
+	if p.Livemode {
+		rail = s.cfg.LiveRail
+	}
+	if r, ok := rail.(InstantRail); ok {
+		return r.PayNow(p)
+	}
+	return policy.RailOutcome{}, false
+}
+
 // settle runs one rail call in a worker goroutine, owned by the System and
 // stopped by Close. The goroutine waits until the record that allows the
 // payment is durable, so a crash can never leave a paid vendor without a

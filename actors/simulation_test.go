@@ -41,7 +41,13 @@ type harness struct {
 
 func newHarness(t *testing.T, clock *guardtest.FakeClock, pool string) *harness {
 	t.Helper()
-	h := &harness{t: t, clock: clock, path: filepath.Join(t.TempDir(), "journal.db")}
+	return newHarnessWith(t, clock, pool, rail.SimulatedOptions{})
+}
+
+// newHarnessWith is newHarness with a practice vendor of its own.
+func newHarnessWith(t *testing.T, clock *guardtest.FakeClock, pool string, vendor rail.SimulatedOptions) *harness {
+	t.Helper()
+	h := &harness{t: t, clock: clock, path: filepath.Join(t.TempDir(), "journal.db"), vendor: vendor}
 	h.open(pool)
 	t.Cleanup(h.close)
 	return h
@@ -111,16 +117,26 @@ func strp(s string) *string { return &s }
 // checks after every phase that the recomputed model (actors.Audit) agrees
 // with the service: no cap or pool exceeded, holds and settled amounts equal
 // the counters. The seed is printed; -sim.seed replays it.
+//
+// It runs twice: with a vendor that answers at once, whose outcome is
+// journaled with the spend (an InstantRail), and with one that takes a
+// millisecond, so that each payment is journaled approved, then paid from
+// a worker while cancels, approvals and restarts go on around it.
 func TestSimulation(t *testing.T) {
 	seed := *simSeed
 	if seed == 0 {
 		seed = mrand.Uint64()
 	}
 	t.Logf("simulation seed %d (replay with -sim.seed=%d)", seed, seed)
+	t.Run("instant vendor", func(t *testing.T) { simulate(t, seed, rail.SimulatedOptions{}) })
+	t.Run("vendor with latency", func(t *testing.T) { simulate(t, seed, rail.SimulatedOptions{Latency: time.Millisecond}) })
+}
+
+func simulate(t *testing.T, seed uint64, vendor rail.SimulatedOptions) {
 	rng := mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 
 	clock := guardtest.NewFakeClock(time.Date(2026, 11, 22, 20, 0, 0, 0, time.UTC))
-	h := newHarness(t, clock, "150.00")
+	h := newHarnessWith(t, clock, "150.00", vendor)
 	ctx := context.Background()
 	oc, err := h.sys.CreateOwner(ctx, "sim", "sim@owner.invalid", "")
 	if err != nil {

@@ -27,6 +27,22 @@ type Rail interface {
 	Verify(ctx context.Context, p policy.Payment) policy.RailOutcome
 }
 
+// InstantRail is a Rail that can answer some payments at once, in the
+// caller's goroutine: the practice rail's simulated vendor when it has no
+// latency to simulate. Its answer must be a pure function of the payment
+// with no effect outside this process, since it comes before the journal
+// holds the payment's nonce: the outcome is recorded with the spend in one
+// journal record, and a crash before that record is durable loses the
+// payment and the simulated vendor's memory of it alike. Such a spend goes
+// from new straight to settled, failed or processing, as the spec's table
+// has it, without the approved state a payment waiting for a vendor shows.
+type InstantRail interface {
+	Rail
+	// PayNow is Pay when its outcome is known at once; ok false sends the
+	// payment the usual way (journaled first, paid from a worker).
+	PayNow(p policy.Payment) (o policy.RailOutcome, ok bool)
+}
+
 // Signer signs receipts.
 type Signer interface {
 	Sign(c policy.ReceiptClaims) (jws, kid string, err error)

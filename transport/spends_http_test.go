@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/big"
@@ -925,5 +926,61 @@ func TestCancelDuringTheSendAnswersFromTheOutcome(t *testing.T) {
 	}
 	if r := <-done; r.Status != http.StatusCreated || r.Body["status"] != "settled" {
 		t.Fatalf("the payment: %d %s", r.Status, r.Raw)
+	}
+}
+
+// spendEvents lists the types of the events of one spend, oldest first.
+func spendEvents(t *testing.T, s *guardtest.Server, key, id string) []string {
+	t.Helper()
+	var types []string
+	for _, raw := range listedEvents(t, s, key, "/v1/events?type=spend.*&limit=50") {
+		var ev struct {
+			Type string `json:"type"`
+			Data struct {
+				Object struct {
+					ID string `json:"id"`
+				} `json:"object"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Data.Object.ID == id {
+			types = append(types, ev.Type)
+		}
+	}
+	return types
+}
+
+// Spec 3's table: a payment the rules pass goes from new straight to
+// settled, failed or processing, with that state's event only, when the
+// vendor answers within the request (the practice vendor does). A vendor
+// that takes its time makes the payment approved first, announced by
+// spend.approved (allowance reserved, not yet sent).
+func TestSpendEventsFollowTheTransitionTable(t *testing.T) {
+	e := start(t)
+	s := e.srv
+	for _, c := range []struct{ amount, status, events string }{
+		{"1.00", "settled", "spend.settled"},
+		{"99.00", "failed", "spend.failed"},
+		{"98.00", "processing", "spend.processing"},
+		{"150.00", "declined", "spend.declined"},
+	} {
+		sp := created(t, s, e.agentKey, spendBody(c.amount, "api.vendor.com", "/t/"+c.amount))
+		if sp["status"] != c.status {
+			t.Fatalf("%s: status %v, want %s", c.amount, sp["status"], c.status)
+		}
+		if got := strings.Join(spendEvents(t, s, e.owner.TestKey, sp["id"].(string)), " "); got != c.events {
+			t.Errorf("%s (%s): events %q, want %q", c.amount, c.status, got, c.events)
+		}
+	}
+
+	slow := start(t, guardtest.WithConfig(func(c *wire.Config) { c.SimulatedLatency = 20 * time.Millisecond }))
+	sp := created(t, slow.srv, slow.agentKey, spendBody("1.00", "api.vendor.com", "/slow"))
+	if sp["status"] != "settled" {
+		t.Fatalf("with a slow vendor: status %v", sp["status"])
+	}
+	if got := strings.Join(spendEvents(t, slow.srv, slow.owner.TestKey, sp["id"].(string)), " "); got != "spend.approved spend.settled" {
+		t.Errorf("with a slow vendor: events %q, want approved, then settled", got)
 	}
 }

@@ -29,14 +29,15 @@ func TestWebhookDeliversSpendEventsInSequence(t *testing.T) {
 	createEndpoint(t, e.srv, e.owner.TestKey, pauses.url, "agent.paused", "agent.resumed")
 	createEndpoint(t, e.srv, e.owner.LiveKey, liveAll.url, "*")
 
-	created(t, e.srv, e.agentKey, spendBody("1.00", "api.vendor.com", "/a"))  // approved, settled
-	created(t, e.srv, e.agentKey, spendBody("99.00", "api.vendor.com", "/b")) // approved, failed (practice magic amount)
-	created(t, e.srv, e.agentKey, spendBody("2.00", "api.vendor.com", "/c"))  // approved, settled
+	created(t, e.srv, e.agentKey, spendBody("1.00", "api.vendor.com", "/a"))   // settled
+	created(t, e.srv, e.agentKey, spendBody("99.00", "api.vendor.com", "/b"))  // failed (practice magic amount)
+	created(t, e.srv, e.agentKey, spendBody("2.00", "api.vendor.com", "/c"))   // settled
+	created(t, e.srv, e.agentKey, spendBody("150.00", "api.vendor.com", "/d")) // declined (over per_spend_limit)
 	quiesce(t, e.srv)
 
 	want := listedEvents(t, e.srv, e.owner.TestKey, "/v1/events?type=spend.*&limit=50")
-	if len(want) != 6 {
-		t.Fatalf("%d spend events listed, want 6", len(want))
+	if len(want) != 4 {
+		t.Fatalf("%d spend events listed, want 4", len(want))
 	}
 	inSequence := func(rc *receiver, secret string) {
 		t.Helper()
@@ -97,15 +98,16 @@ func TestWebhookSlowEndpointHoldsUpOnlyItself(t *testing.T) {
 	createEndpoint(t, e.srv, e.owner.TestKey, slow.url, "spend.*")
 	createEndpoint(t, e.srv, e.owner.TestKey, fast.url, "spend.*")
 	created(t, e.srv, e.agentKey, spendBody("1.00", "api.vendor.com", "/a"))
-	if h := slow.next(t); h.typ() != "spend.approved" {
+	created(t, e.srv, e.agentKey, spendBody("99.00", "api.vendor.com", "/b")) // failed (magic amount)
+	if h := slow.next(t); h.typ() != "spend.settled" {
 		t.Fatalf("slow endpoint first got %s", h.typ())
 	}
 	// The slow endpoint sits on its first delivery; the fast one gets both.
-	if a, b := fast.next(t), fast.next(t); a.typ() != "spend.approved" || b.typ() != "spend.settled" {
+	if a, b := fast.next(t), fast.next(t); a.typ() != "spend.settled" || b.typ() != "spend.failed" {
 		t.Fatalf("fast endpoint got %s, %s", a.typ(), b.typ())
 	}
 	release <- struct{}{}
-	if h := slow.next(t); h.typ() != "spend.settled" {
+	if h := slow.next(t); h.typ() != "spend.failed" {
 		t.Fatalf("slow endpoint then got %s", h.typ())
 	}
 	// Its held attempt succeeded: nothing is retried.
@@ -308,8 +310,12 @@ func TestWebhookRedeliver(t *testing.T) {
 	other.none(t, e.srv)
 
 	// An event no endpoint takes: nothing queued.
-	approved := listedEvents(t, e.srv, e.owner.TestKey, "/v1/events?type=spend.approved")
-	r = call(t, e.srv, http.MethodPost, "/v1/test/events/"+idOf(t, approved[0])+"/redeliver", e.owner.TestKey, nil, `{}`)
+	created(t, e.srv, e.agentKey, spendBody("99.00", "api.vendor.com", "/b")) // failed (magic amount)
+	failed := listedEvents(t, e.srv, e.owner.TestKey, "/v1/events?type=spend.failed")
+	if len(failed) != 1 {
+		t.Fatalf("%d spend.failed events", len(failed))
+	}
+	r = call(t, e.srv, http.MethodPost, "/v1/test/events/"+idOf(t, failed[0])+"/redeliver", e.owner.TestKey, nil, `{}`)
 	mustStatus(t, r, http.StatusOK)
 	if data := r.Body["data"].([]any); len(data) != 0 {
 		t.Fatalf("redeliver of an unsubscribed event queued %s", r.Raw)
@@ -361,8 +367,9 @@ func TestWebhookDeliveriesSurviveRestart(t *testing.T) {
 	rc := newReceiver(t, 200)
 	id := createEndpoint(t, first, owner.TestKey, rc.url, "spend.*", "webhook.test")["id"].(string)
 	created(t, first, agentKey, spendBody("1.00", "api.vendor.com", "/a"))
-	rc.next(t)
-	rc.next(t) // approved, settled
+	if h := rc.next(t); h.typ() != "spend.settled" {
+		t.Fatalf("delivered %s", h.typ())
+	}
 	rc.none(t, first)
 
 	rc.status.Store(503)

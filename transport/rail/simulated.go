@@ -221,6 +221,16 @@ func (s *Simulated) Pay(ctx context.Context, p policy.Payment) policy.RailOutcom
 	return settled
 }
 
+// PayNow is Pay for a rail without latency, whose vendor answers at once
+// and only in this process's memory; with Latency set it declines
+// (ok false), so the payment goes the way a live one does.
+func (s *Simulated) PayNow(p policy.Payment) (policy.RailOutcome, bool) {
+	if s.opts.Latency > 0 {
+		return policy.RailOutcome{}, false
+	}
+	return s.Pay(context.Background(), p), true
+}
+
 // Verify asks the simulated vendor whether it received p (by nonce) and never
 // pays. Outcomes:
 //   - RailSettled, identical to the settled outcome Pay produced, when the

@@ -738,3 +738,33 @@ func BenchmarkRememberedPayment(b *testing.B) {
 	}
 	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(b.N), "B/payment")
 }
+
+// PayNow answers as Pay does, and counts the payment once, when there is
+// no latency to simulate; with latency it leaves the payment to Pay.
+func TestPayNowOnlyWithoutLatency(t *testing.T) {
+	s, other := NewSimulated(SimulatedOptions{}), NewSimulated(SimulatedOptions{})
+	for i, amount := range []string{"1.00", MagicDeclineAmount, MagicUnknownAmount} {
+		p := payment(amount, nonce(100+i))
+		now, ok := s.PayNow(p)
+		if !ok {
+			t.Fatalf("%s: a rail without latency declined to answer at once", amount)
+		}
+		sameOutcome(t, now, other.Pay(context.Background(), p))
+	}
+	if n := s.Settlements(); n != 2 { // 1.00 and 98.00 reached the vendor
+		t.Errorf("%d settlements, want 2", n)
+	}
+	// The vendor remembers what PayNow paid: verifying it never pays again.
+	sameOutcome(t, s.Verify(context.Background(), payment("1.00", nonce(100))), other.Verify(context.Background(), payment("1.00", nonce(100))))
+	if n := s.Settlements(); n != 2 {
+		t.Errorf("a verification paid: %d settlements", n)
+	}
+
+	slow := NewSimulated(SimulatedOptions{Latency: time.Hour})
+	if o, ok := slow.PayNow(payment("1.00", nonce(200))); ok {
+		t.Fatalf("a rail with latency answered at once: %s", describe(o))
+	}
+	if n := slow.Settlements(); n != 0 {
+		t.Errorf("declining to answer at once paid %d times", n)
+	}
+}
