@@ -546,7 +546,12 @@ func (a *agentActor) settle(c *change, sp *policy.Spend, o policy.RailOutcome, n
 	claims := policy.ReceiptClaims{ReceiptID: rid, SpendID: sp.ID, AgentID: a.id, OwnerID: a.agent.OwnerID,
 		Livemode: sp.Livemode, Amount: sp.Amount.String(), AmountSettled: price.Display(), Currency: sp.Currency,
 		Destination: sp.Destination, Resource: sp.Resource, Network: o.Network, Reference: o.Reference,
-		PolicyVersion: sp.PolicyVersion, PolicyHash: sp.PolicyHash, IssuedAt: now.Unix(), PrevHash: a.env.state.ReceiptChain}
+		PolicyVersion: sp.PolicyVersion, PolicyHash: sp.PolicyHash, PrevHash: a.env.state.ReceiptChain,
+		// When the token was made, on the service's clock: a practice
+		// clock moved ahead would put it in the future, and JWT libraries
+		// refuse a token issued after now. The spend's own times follow
+		// the environment's clock.
+		IssuedAt: a.sys.clock.Now().Unix()}
 	if o.Result != nil {
 		claims.BodySHA256 = o.Result.BodySHA256
 	}

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
 )
@@ -24,6 +25,9 @@ func TestReceiptsVerifyAndChain(t *testing.T) {
 
 	jr := call(t, s, http.MethodGet, "/.well-known/jwks.json", "", nil, nil)
 	mustStatus(t, jr, http.StatusOK)
+	if a, c := jr.Header.Get("Access-Control-Allow-Origin"), jr.Header.Get("Cache-Control"); a != "*" || c != "public, max-age=300" {
+		t.Errorf("JWKS headers: Access-Control-Allow-Origin %q, Cache-Control %q", a, c)
+	}
 	var set jose.JSONWebKeySet
 	if err := json.Unmarshal(jr.Raw, &set); err != nil {
 		t.Fatalf("the JWKS does not parse as a JWK set: %v: %s", err, jr.Raw)
@@ -98,6 +102,11 @@ func TestReceiptsVerifyAndChain(t *testing.T) {
 	}
 	wantError(t, call(t, s, http.MethodGet, "/v1/receipts/rcp_"+strings.Repeat("0", 32), e.agentKey, nil, nil),
 		http.StatusNotFound, "not_found_error", "resource_missing", "")
+	q := call(t, s, http.MethodGet, "/v1/receipts/"+rid+"?x=1", e.agentKey, nil, nil)
+	wantError(t, q, http.StatusBadRequest, "invalid_request_error", "parameter_unknown", "x")
+	if msg, _ := errorOf(t, q)["message"].(string); !strings.Contains(msg, "named by the path") {
+		t.Errorf("a query parameter on a GET: %q", msg)
+	}
 
 	// A receipt altered in any part no longer verifies.
 	parts := strings.Split(chain[0].jws, ".")
@@ -141,4 +150,28 @@ func verifyJWS(t *testing.T, set *jose.JSONWebKeySet, token string, kid any) map
 		t.Fatalf("receipt claims: %v", err)
 	}
 	return claims
+}
+
+// A receipt's iat is when the service signed it, on the service's clock:
+// a practice clock moved ahead does not put it in the future, where JWT
+// libraries would refuse it. The spend keeps the practice time.
+func TestReceiptIssuedAtIsTheServiceClock(t *testing.T) {
+	e := start(t)
+	s := e.srv
+	advanceClock(t, e, 2*24*3600)
+	sp := created(t, s, e.agentKey, spendBody("2.50", "api.vendor.com", "/later"))
+	if sp["created_at"] != epoch.Add(48*time.Hour).Format(time.RFC3339) {
+		t.Fatalf("the spend's created_at %v, want the practice clock's %s", sp["created_at"], epoch.Add(48*time.Hour).Format(time.RFC3339))
+	}
+	r := call(t, s, http.MethodGet, "/v1/receipts/"+obj(t, sp, "settlement")["receipt_id"].(string), e.agentKey, nil, nil)
+	mustStatus(t, r, http.StatusOK)
+	jr := call(t, s, http.MethodGet, "/.well-known/jwks.json", "", nil, nil)
+	var set jose.JSONWebKeySet
+	if err := json.Unmarshal(jr.Raw, &set); err != nil {
+		t.Fatal(err)
+	}
+	claims := verifyJWS(t, &set, r.Body["jws"].(string), r.Body["kid"])
+	if iat, _ := claims["iat"].(float64); int64(iat) != s.Clock.Now().Unix() {
+		t.Errorf("iat %v, want the service clock's %d", claims["iat"], s.Clock.Now().Unix())
+	}
 }

@@ -592,6 +592,11 @@ func (s *Server) openapi(c *call) *apiError {
 func (s *Server) jwks(c *call) *apiError {
 	c.ctx.SetStatusCode(200)
 	c.ctx.SetContentType("application/json")
+	// Public keys: any page may fetch them, and a verifier may keep them
+	// a few minutes. The set changes only at a restart after a rotation,
+	// and a verifier meeting an unknown kid fetches it again.
+	c.ctx.Response.Header.Set("Access-Control-Allow-Origin", "*")
+	c.ctx.Response.Header.Set("Cache-Control", "public, max-age=300")
 	c.ctx.SetBody(s.cfg.JWKS())
 	return nil
 }

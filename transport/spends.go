@@ -386,8 +386,12 @@ func noParams(c *call, route, hint string) *apiError {
 func noQuery(h handler) handler {
 	return func(c *call) *apiError {
 		if name, ok := unknownParam(c); ok {
+			where := " (fields of a request go in its JSON body)."
+			if c.ctx.IsGet() || c.ctx.IsHead() || c.ctx.IsDelete() {
+				where = " (the resource is named by the path alone)."
+			}
 			return badParam(codeParameterUnknown, clip(name, 40), string(c.ctx.Method())+" "+clip(string(c.ctx.Path()), 80)+
-				" takes no query parameters; remove "+clip(name, 40)+" (fields of a request go in its JSON body).")
+				" takes no query parameters; remove "+clip(name, 40)+where)
 		}
 		return h(c)
 	}

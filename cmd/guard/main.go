@@ -3,6 +3,7 @@
 //	guard serve [-config FILE] [-addr HOST:PORT] [-data DIR] [-dev]
 //	guard owner create [-config FILE] [-data DIR] [-journal-dir DIR] -name NAME -email EMAIL   (password on stdin)
 //	guard owner set-password [-config FILE] [-data DIR] [-journal-dir DIR] -email EMAIL       (password on stdin)
+//	guard receipt-keys list|rotate|withdraw ...            (a stopped server's data)
 //	guard agents|keys|policy COMMAND ...                   (a running server, owner key)
 package main
 
@@ -64,6 +65,10 @@ const usage = `usage:
       (password on stdin; the server's settings come from its config file
       and GUARD_* variables, as for serve; the server must be stopped;
       set-password signs the owner out of every console session)
+  guard receipt-keys list|rotate [-config FILE] [-data DIR] [-journal-dir DIR] [-json]
+  guard receipt-keys withdraw [-config FILE] [-data DIR] [-journal-dir DIR] -yes KEY_ID
+      (the keys that sign receipts; the server must be stopped, and a
+      change takes effect when it starts again)
 
 Administration of a running server with an owner key:
   guard agents list [-limit N]
@@ -93,18 +98,19 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 }
 
 // commands are what "guard" takes first, as the usage error lists them.
-const commands = "serve, owner, agents, keys, policy, help"
+const commands = "serve, owner, receipt-keys, agents, keys, policy, help"
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) error {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, usage)
 		return usageErrorf("no command given; the commands are %s", commands)
 	}
-	groups := map[string]cmdGroup{"owner": ownerGroup, "agents": agentsGroup, "keys": keysGroup, "policy": policyGroup}
+	groups := map[string]cmdGroup{"owner": ownerGroup, "receipt-keys": receiptKeysGroup, "agents": agentsGroup,
+		"keys": keysGroup, "policy": policyGroup}
 	switch args[0] {
 	case "serve":
 		return serve(ctx, args[1:], stdout, stderr, getenv)
-	case "owner", "agents", "keys", "policy":
+	case "owner", "receipt-keys", "agents", "keys", "policy":
 		cio := cliIO{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
 		return runGroup(cio, groups[args[0]], args[1:])
 	case "help", "-h", "-help", "--help":

@@ -41,23 +41,28 @@ var ownerGroup = cmdGroup{
 	},
 }
 
-// ownerCommand is the command line of an owner command: its flags, with
-// those that find the server's data, and its usage.
+// ownerCommand is the command line of a command on a stopped server's
+// data (guard owner, guard receipt-keys): its flags, with those that find
+// the server's data, and its usage.
 type ownerCommand struct {
-	fs                    *flag.FlagSet
-	name, synopsis, about string
-	stdout, stderr        io.Writer
+	fs                           *flag.FlagSet
+	group, name, synopsis, about string
+	stdout, stderr               io.Writer
 
 	file, data, journalDir *string
 }
 
 func newOwnerCommand(name, synopsis, about string, stdout, stderr io.Writer, getenv func(string) string) *ownerCommand {
-	fs := flag.NewFlagSet("guard owner "+name, flag.ContinueOnError)
+	return newDataCommand("owner", name, synopsis, about, stdout, stderr, getenv)
+}
+
+func newDataCommand(group, name, synopsis, about string, stdout, stderr io.Writer, getenv func(string) string) *ownerCommand {
+	fs := flag.NewFlagSet("guard "+group+" "+name, flag.ContinueOnError)
 	// Help goes to stdout and succeeds; a mistake prints the usage on
 	// stderr and is a usage error, as for the other commands.
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	return &ownerCommand{fs: fs, name: name, synopsis: synopsis, about: about, stdout: stdout, stderr: stderr,
+	return &ownerCommand{fs: fs, group: group, name: name, synopsis: synopsis, about: about, stdout: stdout, stderr: stderr,
 		file:       fs.String("config", getenv("GUARD_CONFIG"), "the server's JSON config `file` (env GUARD_CONFIG)"),
 		data:       fs.String("data", "", "data directory (the server must be stopped); default: the server's data setting (config, GUARD_DATA, else ./data)"),
 		journalDir: fs.String("journal-dir", "", "journal directory, when the server keeps it apart from the data directory; default: the server's journal_dir setting"),
@@ -65,7 +70,7 @@ func newOwnerCommand(name, synopsis, about string, stdout, stderr io.Writer, get
 }
 
 func (oc *ownerCommand) usageTo(w io.Writer) {
-	fmt.Fprintf(w, "usage: guard owner %s %s\n\n%s\n\nFlags:\n", oc.name, oc.synopsis, oc.about)
+	fmt.Fprintf(w, "usage: guard %s %s %s\n\n%s\n\nFlags:\n", oc.group, oc.name, oc.synopsis, oc.about)
 	oc.fs.SetOutput(w)
 	oc.fs.PrintDefaults()
 	oc.fs.SetOutput(io.Discard)
@@ -74,7 +79,7 @@ func (oc *ownerCommand) usageTo(w io.Writer) {
 // usageErr prints the usage on stderr and returns a usage error.
 func (oc *ownerCommand) usageErr(format string, args ...any) error {
 	oc.usageTo(oc.stderr)
-	return usageErrorf("owner "+oc.name+": "+format, args...)
+	return usageErrorf(oc.group+" "+oc.name+": "+format, args...)
 }
 
 // parse reads the flags; -h prints the usage on stdout and returns

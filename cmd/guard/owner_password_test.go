@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,23 +49,10 @@ func setPasswordData(t *testing.T) (dir string, o actors.Owner, sessions []strin
 	return dir, o, sessions
 }
 
-// withData runs f on the service of a data directory, then stops it.
+// withData runs f on the actors of a data directory, then stops them.
 func withData(t *testing.T, dir string, f func(*actors.System)) {
 	t.Helper()
-	cfg := wire.Defaults()
-	cfg.Data = dir
-	svc, err := wire.Open(cfg, wire.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		if err := svc.Shutdown(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}()
-	f(svc.System())
+	withService(t, dir, func(svc *wire.Service) { f(svc.System()) })
 }
 
 func setPassword(t *testing.T, stdin string, args ...string) (stdout, stderr string, err error) {

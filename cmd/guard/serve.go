@@ -53,7 +53,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 			return err
 		}
 	}
-	attrs := []any{"addr", ln.Addr().String(), "data", cfg.Data, "api_version", transport.APIVersion}
+	// The signing key's id, so that an operator who rotated it sees the
+	// new one in use.
+	attrs := []any{"addr", ln.Addr().String(), "data", cfg.Data, "api_version", transport.APIVersion,
+		"receipt_key", svc.ReceiptKeyID()}
 	if cfg.JournalDir != "" {
 		attrs = append(attrs, "journal_dir", cfg.JournalDir)
 	}

@@ -3,7 +3,6 @@ package wire
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -191,6 +190,9 @@ func (s *Service) Links() *approvallink.Signer { return s.links }
 // JWKS is the public receipt key set.
 func (s *Service) JWKS() []byte { return s.keys.JWKS() }
 
+// ReceiptKeyID is the id of the key that signs receipts now.
+func (s *Service) ReceiptKeyID() string { return s.keys.Current().ID }
+
 // Handler is the API's request handler, for in-process benchmarks.
 func (s *Service) Handler() fasthttp.RequestHandler { return s.api.Handler() }
 
@@ -224,45 +226,22 @@ const signingKeysBucket = "signing_keys"
 
 // loadKeyring reads the receipt signing keys, creating the first one.
 func loadKeyring(store *persistence.Store, now time.Time) (*receipt.Keyring, error) {
-	var keys []receipt.Key
-	var decodeErr error
-	err := store.Scan(signingKeysBucket, nil, nil, false, func(_, v []byte) bool {
-		k, err := receipt.UnmarshalKey(v)
-		if err != nil {
-			decodeErr = err
-			return false
-		}
-		keys = append(keys, k)
-		return true
-	})
-	if err == nil {
-		err = decodeErr
+	kr, err := readKeyring(store)
+	if err != nil || kr != nil {
+		return kr, err
 	}
+	k, err := receipt.GenerateKey(rand.Reader, now)
 	if err != nil {
-		return nil, fmt.Errorf("reading receipt keys: %w", err)
+		return nil, err
 	}
-	if len(keys) == 0 {
-		k, err := receipt.GenerateKey(rand.Reader, now)
-		if err != nil {
-			return nil, err
-		}
-		b, err := k.MarshalBinary()
-		if err != nil {
-			return nil, err
-		}
-		t := store.Append(store.Gen(), persistence.Record{Ops: []persistence.Op{persistence.Put(signingKeysBucket, []byte(k.ID), b)}})
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := t.Wait(ctx); err != nil {
-			return nil, fmt.Errorf("storing the first receipt key: %w", err)
-		}
-		keys = append(keys, k)
-	}
-	kr, err := receipt.NewKeyring(keys...)
+	b, err := k.MarshalBinary()
 	if err != nil {
-		return nil, errors.Join(errors.New("loading receipt keys"), err)
+		return nil, err
 	}
-	return kr, nil
+	if err := commitOps(store, []persistence.Op{persistence.Put(signingKeysBucket, []byte(k.ID), b)}); err != nil {
+		return nil, fmt.Errorf("storing the first receipt key: %w", err)
+	}
+	return receipt.NewKeyring(k)
 }
 
 const linkKeysBucket = "link_keys"
