@@ -18,6 +18,10 @@ type Principal struct {
 	AgentID  string // agent keys only
 	Livemode bool
 	Key      APIKey
+	// By names who acts when no key does, for the owner action log:
+	// "console" when empty (a signed-in owner), "dev_bootstrap" for the
+	// practice setup of guard serve -dev.
+	By string
 }
 
 // Env is the environment the principal acts in.

@@ -14,8 +14,11 @@ import (
 // logged; a refused one is in the request log with its error code.
 func (s *System) logOwnerAction(action string, p Principal, attrs ...slog.Attr) {
 	by := slog.String("by", "console")
-	if p.KeyID != "" {
+	switch {
+	case p.KeyID != "":
 		by = slog.String("by_key", p.KeyID)
+	case p.By != "":
+		by = slog.String("by", p.By)
 	}
 	s.logAction(action, p.OwnerID, append([]slog.Attr{slog.String("env", string(p.Env())), by}, attrs...)...)
 }

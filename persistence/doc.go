@@ -20,12 +20,16 @@
 //     the journal belongs to, and LOCK is held while a store has it open.
 //   - The bbolt file at Options.Path: the bucket meta holds applied_lsn, the
 //     LSN of the last record folded into the entity buckets, the layout
-//     version, the data file's identity, and the journal's directory when
-//     it is not beside the file. Open refuses a journal directory that does
-//     not name that identity (a journal disk that did not mount), and
-//     another directory while the last one holds records after
-//     applied_lsn; every other bucket is an entity bucket, the materialized
-//     state, "the snapshot", as of applied_lsn.
+//     version, the data file's identity, the journal's directory when it
+//     is not beside the file, and clean_stop while the file is closed after
+//     a Close that folded every record. Open refuses a journal directory
+//     that does not name that identity (a journal disk that did not
+//     mount), and another directory while the last one holds records after
+//     applied_lsn, or, after a crash (no clean_stop), while the last one
+//     cannot be read as this file's journal: missing, or empty where a
+//     disk did not mount, it may have held acknowledged records. Every
+//     other bucket is an entity bucket, the materialized state, "the
+//     snapshot", as of applied_lsn.
 //
 // Append queues a record and returns a Ticket at once. A single committer
 // goroutine takes everything queued (up to Options.MaxBatch records), writes

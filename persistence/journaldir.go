@@ -121,17 +121,23 @@ func sameDir(a, b string) bool {
 // checkJournalMove decides whether the journal may open in dir when the data
 // file at dataPath was last opened with its journal in prev (both
 // absolute, not the same directory) and has folded every record up to
-// applied.
+// applied. storeID is the data file's identity ("" when none was ever
+// recorded), and cleanStop says that the last Close folded every record.
 //
 //   - prev still holds records after applied: acknowledged changes that
 //     exist only there. Refused, naming prev: start once with it (the
 //     records are then folded) or move its files.
+//   - prev cannot vouch for itself: it is missing, or it is not the data
+//     file's journal (no STORE_ID naming it: an empty mount point, a disk
+//     that did not mount), the files did not move to dir (dir does not
+//     name the data file either), and the last stop was not clean.
+//     Acknowledged changes may be only in the real prev. Refused.
 //   - dir holds records after applied while prev still exists: dir is not
 //     this data file's journal (a copy, or another store's). Refused.
-//   - Otherwise the move is safe: prev is folded, or it is gone because
-//     its files were moved to dir, whose records must then continue from
-//     applied (openWAL checks that, as for any journal).
-func checkJournalMove(dataPath, prev, dir string, applied uint64) error {
+//   - Otherwise the move is safe: prev is folded, or its files were moved
+//     to dir, whose records must then continue from applied (openWAL
+//     checks that, as for any journal), or nothing was left to fold.
+func checkJournalMove(dataPath, prev, dir string, applied uint64, storeID string, cleanStop bool) error {
 	inPrev, prevExists, err := recordsAfter(prev, applied)
 	if err != nil {
 		return fmt.Errorf("persistence: the journal of %s was last in %s, which cannot be read (%w); set the journal directory back to %s, or repair it",
@@ -140,6 +146,25 @@ func checkJournalMove(dataPath, prev, dir string, applied uint64) error {
 	if inPrev > 0 {
 		return fmt.Errorf("persistence: the journal of %s is in %s and holds %d records not yet folded into it; set the journal directory back to %s (they are folded at that start, after which the journal may move), or move the files of %s into %s",
 			dataPath, prev, inPrev, prev, prev, dir)
+	}
+	if storeID != "" && !cleanStop {
+		prevID, err := readStoreID(prev)
+		if err != nil {
+			return fmt.Errorf("persistence: the journal of %s was last in %s, which cannot be read (%w); set the journal directory back to %s, or repair it",
+				dataPath, prev, err, prev)
+		}
+		dirID, err := readStoreID(dir)
+		if err != nil {
+			return fmt.Errorf("persistence: %w", err)
+		}
+		if prevID != storeID && dirID != storeID {
+			state := "is missing"
+			if prevExists {
+				state = "is not its journal (it has no " + storeIDName + " file naming " + storeID + ")"
+			}
+			return fmt.Errorf("persistence: the journal of %s was last in %s, which %s: is its disk mounted? The service did not stop cleanly, so changes it acknowledged may be only in that journal. Set the journal directory back to %s (journal_dir, -journal-dir or GUARD_JOURNAL_DIR) once it is there again; the journal may move after that start. Nothing was changed",
+				dataPath, prev, state, prev)
+		}
 	}
 	if !prevExists {
 		return nil

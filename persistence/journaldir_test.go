@@ -268,3 +268,66 @@ func TestJournalOfAnotherIdentityRefused(t *testing.T) {
 	}
 	wantOpenError(t, testOptions(dir, withJournal(b)), "belongs to another data file")
 }
+
+// After a crash, a start whose last journal directory is missing or empty
+// (a disk that did not mount, a setting left out) is refused, even though
+// the data file had folded everything when it was last checkpointed: a
+// crashed service may have acknowledged records after that, and they
+// would be only in the missing journal. After a clean stop, which folds
+// every record, the same start is a safe move.
+func TestJournalMoveAfterACrashNeedsTheLastJournal(t *testing.T) {
+	dir := t.TempDir()
+	opts := testOptions(dir, noAutoCheckpoint)
+	s := openStore(t, opts)
+	putN(t, s, 0, 3)
+	if err := s.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	crashed := filepath.Join(t.TempDir(), "guard.db")
+	copyStoreImage(t, s, crashed) // as a kill -9 would leave it
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := withJournal(filepath.Join(dir, "elsewhere"), noAutoCheckpoint)
+
+	// The crashed image: its journal gone, then an empty directory in its
+	// place.
+	moveAway := func(t *testing.T) {
+		if err := os.Rename(journalDir(crashed), journalDir(crashed)+".unmounted"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	moveAway(t)
+	crashedOpts := func(mod func(*Options)) Options {
+		o := testOptions(filepath.Dir(crashed), mod)
+		o.Path = crashed
+		return o
+	}
+	wantOpenError(t, crashedOpts(elsewhere), journalDir(crashed), "is missing", "did not stop cleanly", "Nothing was changed")
+	if err := os.MkdirAll(journalDir(crashed), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	wantOpenError(t, crashedOpts(elsewhere), "is not its journal", "is its disk mounted")
+	if segs, _ := filepath.Glob(filepath.Join(dir, "elsewhere", "*.wal")); len(segs) != 0 {
+		t.Fatalf("a refused open left segments: %v", segs)
+	}
+	// Mounted again, it vouches for itself: it holds nothing unfolded, so
+	// the journal may move.
+	if err := os.RemoveAll(journalDir(crashed)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(journalDir(crashed)+".unmounted", journalDir(crashed)); err != nil {
+		t.Fatal(err)
+	}
+	c := openStore(t, crashedOpts(elsewhere))
+	wantKeys(t, c, 3)
+	c.Close()
+
+	// The clean stop of the original: its journal may be gone.
+	if err := os.RemoveAll(journalDir(opts.Path)); err != nil {
+		t.Fatal(err)
+	}
+	s = openStore(t, testOptions(dir, elsewhere))
+	wantKeys(t, s, 3)
+	s.Close()
+}

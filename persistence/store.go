@@ -18,7 +18,12 @@ import (
 // Put, which keeps a reference until commit, because nothing modifies them.
 var (
 	appliedKey = []byte("applied_lsn")
-	formatKey  = []byte("format")
+	// cleanStopKey is present while the store is closed after a Close that
+	// folded every record: its journal then holds nothing the data file
+	// lacks, wherever that journal is. Open removes it (before any new
+	// record), so a crash leaves it absent.
+	cleanStopKey = []byte("clean_stop")
+	formatKey    = []byte("format")
 )
 
 // formatVersion identifies this package's on-disk layout (bucket names,
@@ -199,6 +204,7 @@ func (s *Store) recover() error {
 	var lastDir string // where the journal was at the last open; "" before the key existed
 	var fresh bool     // the data file is new: nothing was ever folded into it
 	var storeID string // the data file's identity; "" until a journal recorded it
+	var cleanStop bool // the last Close folded every record
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		fresh = tx.Bucket([]byte(metaBucket)) == nil && tx.Bucket([]byte(journalBucket)) == nil
 		m, err := tx.CreateBucketIfNotExists([]byte(metaBucket))
@@ -207,6 +213,7 @@ func (s *Store) recover() error {
 		}
 		lastDir = string(m.Get(journalDirKey))
 		storeID = string(m.Get(storeIDKey))
+		cleanStop = m.Get(cleanStopKey) != nil
 		switch v := m.Get(formatKey); {
 		case v == nil:
 			if tx.Bucket([]byte(journalBucket)) != nil {
@@ -262,7 +269,7 @@ func (s *Store) recover() error {
 			return err
 		}
 	} else if moved {
-		if err := checkJournalMove(s.opts.Path, prev, dir, applied); err != nil {
+		if err := checkJournalMove(s.opts.Path, prev, dir, applied, storeID, cleanStop); err != nil {
 			return err
 		}
 	}
@@ -328,6 +335,13 @@ func (s *Store) recover() error {
 		if moved {
 			s.log.Info("persistence: the journal moved; the previous directory holds only folded records and may be removed",
 				"from", prev, "to", dir)
+		}
+	}
+	if cleanStop {
+		// From here on the journal may hold records the data file lacks.
+		err := s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket([]byte(metaBucket)).Delete(cleanStopKey) })
+		if err != nil {
+			return fmt.Errorf("persistence: open %s: %w", s.opts.Path, err)
 		}
 	}
 	s.c.last = applied
@@ -565,7 +579,13 @@ func (s *Store) Close() error {
 		<-s.exited
 		s.callbacks.Wait()
 		s.closed.Store(true)
-		s.closeErr = errors.Join(s.finalErr, s.wal.close(), s.db.Close())
+		walErr := s.wal.close()
+		if s.finalErr == nil && walErr == nil && s.ck.applied == s.ck.last {
+			// Every durable record is folded: say so, for a start that
+			// finds the journal's directory gone (see checkJournalMove).
+			_ = s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket([]byte(metaBucket)).Put(cleanStopKey, []byte{1}) })
+		}
+		s.closeErr = errors.Join(s.finalErr, walErr, s.db.Close())
 	})
 	return s.closeErr
 }

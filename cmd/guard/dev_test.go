@@ -77,7 +77,13 @@ func devConfig(t *testing.T) wire.Config {
 // the console existed.
 func TestDevBootstrapGivesAConsolePassword(t *testing.T) {
 	cfg := devConfig(t)
-	first, _ := bootDev(t, cfg, nil)
+	first, _, firstLog := bootDevLogged(t, cfg, nil)
+	// The setup's own actions are logged as the setup's, not a console's.
+	for _, action := range []string{"agent_created", "key_created"} {
+		if !strings.Contains(firstLog, `msg="owner action" action=`+action+` owner=`+first.OwnerID+` env=test by=dev_bootstrap`) {
+			t.Errorf("no %s line by dev_bootstrap; the log:\n%s", action, firstLog)
+		}
+	}
 	if again, _ := bootDev(t, cfg, nil); again.ConsolePassword != first.ConsolePassword {
 		t.Fatal("a restart changed the console password")
 	}
@@ -140,13 +146,21 @@ func TestDevBootstrapWhenFileAndDataPart(t *testing.T) {
 	if again.OwnerID != first.OwnerID || again.ConsolePassword == first.ConsolePassword || !strings.Contains(out, "was missing") {
 		t.Fatalf("after the file was deleted: owner %s (was %s), output:\n%s", again.OwnerID, first.OwnerID, out)
 	}
+	// The practice agent is the same one, with a new key; nothing claims
+	// that saved keys stopped working, since none were saved.
+	if again.AgentID != first.AgentID || again.AgentKey == first.AgentKey || strings.Contains(out, "no longer worked") {
+		t.Fatalf("after the file was deleted: agent %s (was %s), output:\n%s", again.AgentID, first.AgentID, out)
+	}
 	// Deleted again and again: the owner keys the file no longer names
-	// make room for the new one (the quota is three, live included).
-	for range 3 {
+	// make room for the new one (the quota is three, live included), and
+	// no practice agent is added (the quota is five).
+	for range 6 {
 		if err := os.Remove(filepath.Join(cfg.Data, "dev-credentials.json")); err != nil {
 			t.Fatal(err)
 		}
-		bootDev(t, cfg, nil)
+		if c, _ := bootDev(t, cfg, nil); c.AgentID != first.AgentID {
+			t.Fatalf("a restart without the file made practice agent %s (was %s)", c.AgentID, first.AgentID)
+		}
 	}
 	for _, name := range []string{"guard.db", "guard.db.journal"} {
 		if err := os.RemoveAll(filepath.Join(cfg.Data, name)); err != nil {

@@ -34,6 +34,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	warnUnknownVariables(log, getenv)
 	svc, err := wire.Open(cfg, wire.Options{Logger: log})
 	if err != nil {
 		return err
@@ -83,6 +84,26 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 
 // shutdown stops the service within d. Its error is returned, not logged:
 // the caller reports it once.
+// warnUnknownVariables logs the GUARD_ variables no setting reads: a
+// mistyped GUARD_DATA would otherwise serve an empty data directory
+// without a word.
+func warnUnknownVariables(log *slog.Logger, getenv func(string) string) {
+	var set []string
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); getenv(name) != "" {
+			set = append(set, name)
+		}
+	}
+	unknown, closest := wire.UnknownVariables(set)
+	for i, name := range unknown {
+		attrs := []any{"variable", name}
+		if closest[i] != "" {
+			attrs = append(attrs, "did_you_mean", closest[i])
+		}
+		log.Warn("an environment variable no setting reads is ignored", attrs...)
+	}
+}
+
 func shutdown(svc *wire.Service, d time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
@@ -105,8 +126,12 @@ type devCredentials struct {
 	ConsolePassword string `json:"console_password"`
 }
 
-// devEmail is the practice owner's console sign-in.
-const devEmail = "dev@owner.invalid"
+// devEmail is the practice owner's console sign-in, and devAgentName the
+// name of its practice agent.
+const (
+	devEmail     = "dev@owner.invalid"
+	devAgentName = "practice-agent"
+)
 
 // newDevPassword is a random console password for the practice owner.
 func newDevPassword() string {
@@ -131,16 +156,20 @@ func devBootstrap(ctx context.Context, svc *wire.Service, cfg wire.Config, addr 
 			err = os.ErrNotExist
 		}
 	}
+	recovered := false // the file went, the owner stayed
 	if errors.Is(err, os.ErrNotExist) {
 		if o, oerr := svc.System().OwnerByEmail(devEmail); oerr == nil {
-			// The file went, the owner stayed: its password and keys
-			// are not kept in readable form, so it gets new ones.
+			// Its password and keys are not kept in readable form, so it
+			// gets new ones; its practice agent stays the same.
 			creds = devCredentials{OwnerID: o.ID, ConsoleEmail: devEmail, ConsolePassword: newDevPassword()}
+			if creds.AgentID, err = existingDevAgent(svc.System(), devOwner(o.ID)); err != nil {
+				return err
+			}
 			if err := svc.System().SetOwnerPassword(ctx, o.ID, console.HashPassword(creds.ConsolePassword), "dev_bootstrap"); err != nil {
 				return fmt.Errorf("giving the practice owner a new console password: %w", err)
 			}
-			fmt.Fprintf(out, "%s was missing; the practice owner %s exists and gets a new console password and keys.\n", path, devEmail)
-			err = nil
+			fmt.Fprintf(out, "%s was missing; the practice owner %s exists and gets a new console password and new keys (the keys made before keep working until revoked).\n", path, devEmail)
+			recovered = true
 		}
 	}
 	if err == nil {
@@ -148,10 +177,12 @@ func devBootstrap(ctx context.Context, svc *wire.Service, cfg wire.Config, addr 
 		if err != nil {
 			return err
 		}
-		if renewed != "" {
+		if renewed != "" || recovered {
 			if err := writeDevCredentials(path, creds); err != nil {
 				return err
 			}
+		}
+		if renewed != "" && !recovered {
 			fmt.Fprintln(out, renewed)
 		}
 	} else if errors.Is(err, os.ErrNotExist) {
@@ -161,7 +192,7 @@ func devBootstrap(ctx context.Context, svc *wire.Service, cfg wire.Config, addr 
 		if err != nil {
 			return fmt.Errorf("creating the practice owner: %w", err)
 		}
-		agentID, agentKey, err := devAgent(ctx, sys, actors.OwnerPrincipal(oc.Owner.ID, actors.EnvTest))
+		agentID, agentKey, err := devAgent(ctx, sys, devOwner(oc.Owner.ID))
 		if err != nil {
 			return err
 		}
@@ -203,7 +234,7 @@ Pay a vendor as the agent:
 func devAgent(ctx context.Context, sys *actors.System, owner actors.Principal) (agentID, key string, err error) {
 	trusted := []string{"api.vendor.com"}
 	perSpend, daily, monthly, approvalOver := "100.00", "500.00", "5000.00", "100.00"
-	ag, _, err := sys.CreateAgent(ctx, owner, "practice-agent", &policy.RulesInput{TrustedDestinations: &trusted,
+	ag, _, err := sys.CreateAgent(ctx, owner, devAgentName, &policy.RulesInput{TrustedDestinations: &trusted,
 		PerSpendLimit: &perSpend, DailyCap: &daily, MonthlyCap: &monthly, ApprovalOver: &approvalOver})
 	if err != nil {
 		return "", "", fmt.Errorf("creating the practice agent: %w", err)
@@ -215,21 +246,44 @@ func devAgent(ctx context.Context, sys *actors.System, owner actors.Principal) (
 	return ag.ID, k.Secret, nil
 }
 
+// devOwner is the practice owner acting through the --dev setup: the
+// owner action log says by=dev_bootstrap.
+func devOwner(ownerID string) actors.Principal {
+	p := actors.OwnerPrincipal(ownerID, actors.EnvTest)
+	p.By = "dev_bootstrap"
+	return p
+}
+
+// existingDevAgent is the practice owner's newest active practice agent
+// made by --dev, or "" when there is none.
+func existingDevAgent(sys *actors.System, owner actors.Principal) (string, error) {
+	page, err := sys.ListAgents(owner, actors.ListParams{Limit: 50}) // at most 5 active and 20 archived
+	if err != nil {
+		return "", fmt.Errorf("reading the practice agents: %w", err)
+	}
+	for _, raw := range page.Items { // newest first
+		var ag actors.Agent
+		if json.Unmarshal(raw, &ag) == nil && ag.Name == devAgentName && ag.Status == actors.AgentActive {
+			return ag.ID, nil
+		}
+	}
+	return "", nil
+}
+
 // renewDevCredentials replaces the saved keys that no longer work, so
 // that what a restart prints can be used: the keys may have been rotated,
 // revoked or expired, and a practice reset removes the agent. It says
 // what it replaced, or nothing when every key works.
 func renewDevCredentials(ctx context.Context, sys *actors.System, creds *devCredentials) (string, error) {
-	owner := actors.OwnerPrincipal(creds.OwnerID, actors.EnvTest)
+	owner := devOwner(creds.OwnerID)
 	var renewed []string
 	if _, err := sys.Authenticate(creds.OwnerKey); err != nil {
 		k, err := sys.CreateOwnerKey(ctx, owner)
-		var quota *actors.Error
-		if errors.As(err, &quota) && quota.Code == actors.CodeQuotaExceeded {
+		if quotaExceeded(err) {
 			// Secrets are not kept readable: keys the file no longer
 			// names cannot be printed again, and only take the places
 			// of the owner's quota. The oldest gives way.
-			if err = revokeOldestOwnerKey(ctx, sys, owner); err == nil {
+			if err = revokeOldestKey(ctx, sys, owner, ""); err == nil {
 				k, err = sys.CreateOwnerKey(ctx, owner)
 			}
 		}
@@ -243,7 +297,13 @@ func renewDevCredentials(ctx context.Context, sys *actors.System, creds *devCred
 		ag, err := sys.Agent(owner, creds.AgentID)
 		if err == nil && ag.Status != actors.AgentArchived {
 			var k actors.CreatedKey
-			if k, err = sys.CreateAgentKey(ctx, owner, ag.ID); err == nil {
+			k, err = sys.CreateAgentKey(ctx, owner, ag.ID)
+			if quotaExceeded(err) { // as for the owner key above
+				if err = revokeOldestKey(ctx, sys, owner, ag.ID); err == nil {
+					k, err = sys.CreateAgentKey(ctx, owner, ag.ID)
+				}
+			}
+			if err == nil {
 				creds.AgentKey = k.Secret
 				renewed = append(renewed, "agent key")
 			}
@@ -263,23 +323,33 @@ func renewDevCredentials(ctx context.Context, sys *actors.System, creds *devCred
 	return "The saved " + strings.Join(renewed, " and ") + " no longer worked (rotated, revoked, expired or reset away); made new ones.", nil
 }
 
-// revokeOldestOwnerKey revokes the practice owner's oldest working owner
-// key.
-func revokeOldestOwnerKey(ctx context.Context, sys *actors.System, owner actors.Principal) error {
+// quotaExceeded reports whether err is the answer to one key too many.
+func quotaExceeded(err error) bool {
+	var e *actors.Error
+	return errors.As(err, &e) && e.Code == actors.CodeQuotaExceeded
+}
+
+// revokeOldestKey revokes the oldest working practice key of the owner
+// (agentID "") or of one of its agents.
+func revokeOldestKey(ctx context.Context, sys *actors.System, owner actors.Principal, agentID string) error {
 	keys, err := sys.ListKeys(owner)
 	if err != nil {
 		return err
 	}
-	now := sys.KeyNow(owner, actors.KindOwner)
+	kind := actors.KindOwner
+	if agentID != "" {
+		kind = actors.KindAgent
+	}
+	now := sys.KeyNow(owner, kind)
 	var oldest *actors.KeyView
 	for i, k := range keys {
-		if k.Kind == actors.KindOwner && k.RevokedAt == nil && now.Before(k.ExpiresAt) &&
-			(oldest == nil || k.CreatedAt.Before(oldest.CreatedAt)) {
+		if k.Kind == kind && (agentID == "" || (k.AgentID != nil && *k.AgentID == agentID)) &&
+			k.RevokedAt == nil && now.Before(k.ExpiresAt) && (oldest == nil || k.CreatedAt.Before(oldest.CreatedAt)) {
 			oldest = &keys[i]
 		}
 	}
 	if oldest == nil {
-		return errors.New("no practice owner key to replace")
+		return errors.New("no practice key to replace")
 	}
 	_, err = sys.RevokeKey(ctx, owner, oldest.ID)
 	return err

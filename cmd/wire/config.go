@@ -8,8 +8,10 @@ import (
 	"math"
 	"net"
 	"net/mail"
+	"net/url"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -135,22 +137,38 @@ func Defaults() Config {
 
 // Validate reports the first bad field by its name.
 func (c Config) Validate() error {
-	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+	if host, port, err := net.SplitHostPort(c.Addr); err != nil || strings.ContainsAny(host, " \t") || !validPort(port) {
 		return fmt.Errorf("config: addr %q must be host:port, like 127.0.0.1:8080", c.Addr)
 	}
 	if strings.TrimSpace(c.Data) == "" {
 		return errors.New("config: data must name a directory for the journal")
 	}
-	if c.ConsoleURL != "" && !strings.HasPrefix(c.ConsoleURL, "http://") && !strings.HasPrefix(c.ConsoleURL, "https://") {
-		return fmt.Errorf("config: console_url %q must be an http(s) URL", c.ConsoleURL)
+	if c.ConsoleURL != "" {
+		u, err := url.Parse(c.ConsoleURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+			u.RawQuery != "" || u.Fragment != "" || strings.ContainsAny(c.ConsoleURL, " \t") {
+			return fmt.Errorf("config: console_url %q must be the console's absolute http(s) address, like https://guard.example.com/console (no query, fragment or user)", c.ConsoleURL)
+		}
 	}
 	if _, err := policy.ParseAmount(c.PracticePool); err != nil {
 		return fmt.Errorf("config: practice_pool: %v", err)
 	}
-	for name, d := range map[string]time.Duration{"loosen_delay": c.LoosenDelay, "idle_timeout": c.IdleTimeout,
-		"settle_timeout": c.SettleTimeout, "shutdown_timeout": c.ShutdownTimeout, "checkpoint_interval": c.CheckpointInterval} {
-		if d <= 0 {
-			return fmt.Errorf("config: %s must be a positive duration like \"30s\"", name)
+	// Below these the setting defeats its purpose: a checkpoint loop that
+	// never rests, a vendor call that cannot finish, a loosening of the
+	// rules that does not wait for the owner to notice it.
+	def := Defaults()
+	for _, d := range []struct {
+		name         string
+		v, least, eg time.Duration
+	}{
+		{"loosen_delay", c.LoosenDelay, time.Minute, def.LoosenDelay},
+		{"idle_timeout", c.IdleTimeout, 100 * time.Millisecond, def.IdleTimeout},
+		{"settle_timeout", c.SettleTimeout, time.Second, def.SettleTimeout},
+		{"shutdown_timeout", c.ShutdownTimeout, time.Second, def.ShutdownTimeout},
+		{"checkpoint_interval", c.CheckpointInterval, 10 * time.Millisecond, def.CheckpointInterval},
+	} {
+		if d.v < d.least {
+			return fmt.Errorf("config: %s %s is too short: give a duration of at least %s, like %q (the default)", d.name, d.v, d.least, d.eg.String())
 		}
 	}
 	if c.SimulatedLatency < 0 {
@@ -459,10 +477,17 @@ func from(source string, err error) error {
 	return fmt.Errorf("config: %s: %s", source, strings.TrimPrefix(err.Error(), "config: "))
 }
 
-// consoleURL is ConsoleURL, or the default that follows Addr.
+// validPort reports whether p is a TCP port number (0 picks a free one).
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 0 && n <= 65535 && p == strconv.Itoa(n)
+}
+
+// consoleURL is ConsoleURL, or the default that follows Addr, without a
+// trailing slash: links are built as consoleURL + "/approvals/...".
 func (c Config) consoleURL() string {
 	if c.ConsoleURL != "" {
-		return c.ConsoleURL
+		return strings.TrimRight(c.ConsoleURL, "/")
 	}
 	host, port, err := net.SplitHostPort(c.Addr)
 	if err != nil {
@@ -472,4 +497,54 @@ func (c Config) consoleURL() string {
 		host = "127.0.0.1"
 	}
 	return "http://" + net.JoinHostPort(host, port) + "/console"
+}
+
+// otherVariables are the GUARD_ variables read elsewhere than the serve
+// settings: the config file's name, and the command line's server and
+// owner key.
+var otherVariables = []string{"GUARD_CONFIG", "GUARD_SERVER", "GUARD_OWNER_KEY", "GUARD_TEST_ARTIFACTS"}
+
+// UnknownVariables lists the GUARD_ variables among names that nothing
+// reads, each with the closest name that would be read ("" when none is
+// close): GUARD_DATA_DIR, say, where GUARD_DATA was meant. The service
+// ignores them, which is why it says so.
+func UnknownVariables(names []string) (unknown, closest []string) {
+	known := slices.Clone(otherVariables)
+	for _, k := range keys() {
+		known = append(known, "GUARD_"+strings.ToUpper(k))
+	}
+	for _, n := range names {
+		if !strings.HasPrefix(n, "GUARD_") || slices.Contains(known, n) {
+			continue
+		}
+		best, bestD := "", 5 // farther than this is no suggestion
+		for _, k := range known {
+			if d := editDistance(n, k); d < bestD {
+				best, bestD = k, d
+			}
+		}
+		unknown, closest = append(unknown, n), append(closest, best)
+	}
+	return unknown, closest
+}
+
+// editDistance is the Levenshtein distance of a and b (ASCII names).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }

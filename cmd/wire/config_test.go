@@ -68,8 +68,18 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		edit  func(*Config)
 	}{
 		{"addr", func(c *Config) { c.Addr = "8080" }},
+		{"addr", func(c *Config) { c.Addr = " 127.0.0.1:8080" }},
+		{"addr", func(c *Config) { c.Addr = "127.0.0.1:http" }},
+		{"addr", func(c *Config) { c.Addr = "127.0.0.1:70000" }},
 		{"data", func(c *Config) { c.Data = " " }},
 		{"console_url", func(c *Config) { c.ConsoleURL = "ftp://x" }},
+		{"console_url", func(c *Config) { c.ConsoleURL = "http://" }},
+		{"console_url", func(c *Config) { c.ConsoleURL = "https://guard.example.com/console?x=1" }},
+		{"console_url", func(c *Config) { c.ConsoleURL = "https://user:pw@guard.example.com/console" }},
+		{"idle_timeout", func(c *Config) { c.IdleTimeout = time.Nanosecond }},
+		{"checkpoint_interval", func(c *Config) { c.CheckpointInterval = time.Nanosecond }},
+		{"loosen_delay", func(c *Config) { c.LoosenDelay = time.Second }},
+		{"settle_timeout", func(c *Config) { c.SettleTimeout = time.Millisecond }},
 		{"practice_pool", func(c *Config) { c.PracticePool = "-5" }},
 		{"idle_timeout", func(c *Config) { c.IdleTimeout = 0 }},
 		{"settle_timeout", func(c *Config) { c.SettleTimeout = -time.Second }},
@@ -275,6 +285,45 @@ func TestLoadConfigNamesTheSourceOfABadSetting(t *testing.T) {
 		_, err := LoadConfig(tc.args, env(tc.env))
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("LoadConfig(%q, %v): %v\nwant %s", tc.args, tc.env, err, tc.want)
+		}
+	}
+}
+
+// A console address given with a trailing slash still makes working
+// links: they are built as the address + "/approvals/...".
+func TestConsoleURLTrailingSlash(t *testing.T) {
+	c := Defaults()
+	c.ConsoleURL = "https://guard.example.com/console/"
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.consoleURL(); got != "https://guard.example.com/console" {
+		t.Errorf("consoleURL() = %q", got)
+	}
+}
+
+// A too-short duration says how short it is and what would do.
+func TestTooShortDurationSaysWhatWouldDo(t *testing.T) {
+	c := Defaults()
+	c.CheckpointInterval = time.Nanosecond
+	err := c.Validate()
+	if err == nil || err.Error() != `config: checkpoint_interval 1ns is too short: give a duration of at least 10ms, like "500ms" (the default)` {
+		t.Errorf("Validate() = %v", err)
+	}
+}
+
+// A GUARD_ variable nothing reads is named, with the setting it was
+// probably meant for; the ones something reads are not.
+func TestUnknownVariables(t *testing.T) {
+	unknown, closest := UnknownVariables([]string{"GUARD_DATA_DIR", "GUARD_DATA", "GUARD_OWNER_KEY", "HOME",
+		"GUARD_JOURNALDIR", "GUARD_SOMETHING_ELSE_ENTIRELY"})
+	want := [][2]string{{"GUARD_DATA_DIR", "GUARD_DATA"}, {"GUARD_JOURNALDIR", "GUARD_JOURNAL_DIR"}, {"GUARD_SOMETHING_ELSE_ENTIRELY", ""}}
+	if len(unknown) != len(want) {
+		t.Fatalf("unknown %v (closest %v)", unknown, closest)
+	}
+	for i, w := range want {
+		if unknown[i] != w[0] || closest[i] != w[1] {
+			t.Errorf("%d: %s (did you mean %q), want %s (%q)", i, unknown[i], closest[i], w[0], w[1])
 		}
 	}
 }
