@@ -150,7 +150,7 @@ func Open(opts Options) (*Store, error) {
 		FreelistType:   bolt.FreelistMapType,
 	})
 	if errors.Is(err, berrors.ErrTimeout) {
-		return nil, fmt.Errorf("persistence: open %s: another process has held it for %s (is a server running on this data directory? stop it first; a second server needs a data directory of its own): %w",
+		return nil, fmt.Errorf("persistence: open %s: another process has held it for %s (is a server already running on this data directory? stop it first; a second server needs a data directory of its own): %w",
 			opts.Path, opts.OpenTimeout, err)
 	}
 	if err != nil {
