@@ -199,9 +199,7 @@ func ownerSetPassword(ctx context.Context, args []string, stdin io.Reader, stdou
 	// Opening a data directory that holds no data would make an empty
 	// one there: a mistyped -data must not.
 	dataFile := filepath.Join(cfg.Data, wire.JournalFile)
-	if _, err := os.Stat(dataFile); errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("no data file at %s; give the server's data directory with -data DIR, or its config with -config FILE (nothing was changed)", dataFile)
-	} else if err != nil {
+	if err := wire.RequireData(cfg); err != nil {
 		return err
 	}
 	// The owner action line goes to stderr, as the server would log it,

@@ -25,19 +25,28 @@ import (
 // that a mistyped -data is not taken for an empty service.
 var ErrNoData = errors.New("no data file")
 
+// RequireData refuses a data directory that holds no data file, for the
+// administrative commands: opening it would make an empty one there.
+func RequireData(cfg Config) error {
+	dataFile := filepath.Join(cfg.Data, JournalFile)
+	if _, err := os.Stat(dataFile); errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w at %s; give the server's data directory with -data DIR, or its config with -config FILE (nothing was changed)", ErrNoData, dataFile)
+	} else if err != nil {
+		return err
+	}
+	return nil
+}
+
 // openData opens the journal of a stopped server for an administrative
 // change, refusing a data directory that holds no data.
 func openData(cfg Config) (*persistence.Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	dataFile := filepath.Join(cfg.Data, JournalFile)
-	if _, err := os.Stat(dataFile); errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("%w at %s; give the server's data directory with -data DIR, or its config with -config FILE (nothing was changed)", ErrNoData, dataFile)
-	} else if err != nil {
+	if err := RequireData(cfg); err != nil {
 		return nil, err
 	}
-	store, err := persistence.Open(persistence.Options{Path: dataFile, JournalDir: cfg.JournalDir,
+	store, err := persistence.Open(persistence.Options{Path: filepath.Join(cfg.Data, JournalFile), JournalDir: cfg.JournalDir,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return nil, fmt.Errorf("opening the journal: %w", err)

@@ -264,10 +264,7 @@ func loadLinkSigner(store *persistence.Store) (*approvallink.Signer, error) {
 		if key, err = approvallink.NewKey(); err != nil {
 			return nil, err
 		}
-		t := store.Append(store.Gen(), persistence.Record{Ops: []persistence.Op{persistence.Put(linkKeysBucket, name, key)}})
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := t.Wait(ctx); err != nil {
+		if err := commitOps(store, []persistence.Op{persistence.Put(linkKeysBucket, name, key)}); err != nil {
 			return nil, fmt.Errorf("storing the approval link key: %w", err)
 		}
 	}
