@@ -13,10 +13,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 )
@@ -296,6 +298,14 @@ func (c *cli) call(method, path string, query url.Values, body []byte) ([]byte, 
 	if err != nil {
 		if ctx.Err() == context.DeadlineExceeded {
 			return nil, fmt.Errorf("%s %s: no answer from %s within %s", method, path, c.base.Host, requestTimeout)
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("%s %s: no server listens at %s (is it running? start it with guard serve, or name another with -server URL or GUARD_SERVER): %w",
+				method, path, c.base.Host, syscall.ECONNREFUSED)
+		}
+		var dnsErr *net.DNSError
+		if errors.As(err, &dnsErr) {
+			return nil, fmt.Errorf("%s %s: the server's host %q is not known (check -server or GUARD_SERVER): %w", method, path, c.base.Hostname(), dnsErr)
 		}
 		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}

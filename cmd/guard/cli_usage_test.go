@@ -1,12 +1,21 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/agentpay/guard/internal/guardtest"
+	"github.com/agentpay/guard/transport"
 )
 
 // Every command group refuses a command it does not have the same way:
@@ -119,8 +128,8 @@ func TestMainExitStatus(t *testing.T) {
 }
 
 // A port another process holds is named as such, with how to choose
-// another, and the service it opened is closed again (its data directory
-// may be used at once).
+// another, and the data directory stays free (another start may use it at
+// once).
 func TestServeOnAPortInUseSaysHowToChooseAnother(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -139,5 +148,100 @@ func TestServeOnAPortInUseSaysHowToChooseAnother(t *testing.T) {
 	// as far as the port.
 	if _, _, err = cliRun(t, nil, "serve", "-data", data, "-addr", ln.Addr().String()); err == nil || strings.Contains(err.Error(), "store") {
 		t.Fatalf("a second start on the data directory: %v", err)
+	}
+}
+
+// serve -h is asked for: the list goes to standard output, so that
+// guard serve -h | less shows it, and nothing goes to standard error.
+func TestServeHelpGoesToStandardOutput(t *testing.T) {
+	out, errOut, err := cliRun(t, nil, "serve", "-h")
+	if err != nil || exitCode(err) != 0 {
+		t.Fatalf("serve -h: %v", err)
+	}
+	if !strings.Contains(out, "usage: guard serve") || !strings.Contains(out, "-addr host:port") || errOut != "" {
+		t.Fatalf("serve -h: stdout %q, stderr %q", out, errOut)
+	}
+	out, errOut, err = cliRun(t, nil, "serve", "-bogus")
+	if exitCode(err) != 2 || out != "" || !strings.Contains(errOut, "-addr host:port") {
+		t.Fatalf("serve -bogus: %v, stdout %q, stderr %q", err, out, errOut)
+	}
+}
+
+// guard version says which build this is, the API version it serves and
+// the Go release, for a problem report; it takes no arguments.
+func TestVersion(t *testing.T) {
+	out, _, err := cliRun(t, nil, "version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "guard ") || len(lines[0]) <= len("guard ") ||
+		lines[1] != "api_version "+transport.APIVersion || !strings.HasPrefix(lines[2], runtime.Version()+" ") {
+		t.Fatalf("guard version printed %q", out)
+	}
+	if _, _, err := cliRun(t, nil, "version", "extra"); exitCode(err) != 2 {
+		t.Fatalf("guard version extra: %v, want a usage error", err)
+	}
+}
+
+// A command for a running server that finds none says so, and how to
+// start one or name another, instead of the dialer's own words alone.
+func TestNoServerListeningSaysSo(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	_, _, err = cliRun(t, nil, "agents", "list", "-server", "http://"+addr, "-key", "svc_test_owner_x")
+	if err == nil || !strings.Contains(err.Error(), "no server listens at "+addr) || !strings.Contains(err.Error(), "GUARD_SERVER") {
+		t.Fatalf("agents list against a closed port: %v", err)
+	}
+}
+
+// A server on port 0 tells the port it got: the --dev notes name a
+// console address that answers, not port 0, and the log names the data
+// directory in full though it was given relative.
+func TestServeOnPortZeroNamesThePortItGot(t *testing.T) {
+	t.Chdir(t.TempDir())
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errOut guardtest.SyncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, []string{"serve", "-dev", "-addr", "127.0.0.1:0", "-data", "data", "-log-level", "info"},
+			strings.NewReader(""), &out, &errOut, func(string) string { return "" })
+	}()
+	serving := regexp.MustCompile(`msg=serving addr=127\.0\.0\.1:(\d+) data=(\S+)`)
+	var m []string
+	for deadline := time.Now().Add(30 * time.Second); m == nil; {
+		if m = serving.FindStringSubmatch(errOut.String()); m == nil {
+			if time.Now().After(deadline) {
+				cancel()
+				t.Fatalf("no serving line:\n%s", errOut.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	wd, _ := os.Getwd()
+	if want := filepath.Join(wd, "data"); m[2] != want {
+		t.Errorf("the log names data=%s, want %s", m[2], want)
+	}
+	console := "http://127.0.0.1:" + m[1] + "/console"
+	if !strings.Contains(out.String(), "console:   "+console+" ") {
+		t.Fatalf("the --dev notes do not name %s:\n%s", console, out.String())
+	}
+	resp, err := http.Get(console)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d", console, resp.StatusCode)
 	}
 }

@@ -5,6 +5,7 @@
 //	guard owner set-password [-config FILE] [-data DIR] [-journal-dir DIR] -email EMAIL       (password on stdin)
 //	guard receipt-keys list|rotate|withdraw ...            (a stopped server's data)
 //	guard agents|keys|policy COMMAND ...                   (a running server, owner key)
+//	guard version
 package main
 
 import (
@@ -85,7 +86,8 @@ Administration of a running server with an owner key:
 These take -server URL (or GUARD_SERVER, default ` + defaultServer + `),
 -key KEY (or GUARD_OWNER_KEY) and -json; "guard agents -h" and so on for more.
 
-Every serve setting also reads from the config file and GUARD_* variables.`
+Every serve setting also reads from the config file and GUARD_* variables.
+guard version prints the build, the API version it serves and its Go release.`
 
 // Run executes one command; it returns when the command is done or ctx ends.
 // Help asked for (-h) is a success, whichever command printed it.
@@ -98,7 +100,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 }
 
 // commands are what "guard" takes first, as the usage error lists them.
-const commands = "serve, owner, receipt-keys, agents, keys, policy, help"
+const commands = "serve, owner, receipt-keys, agents, keys, policy, version, help"
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) error {
 	if len(args) == 0 {
@@ -113,6 +115,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "owner", "receipt-keys", "agents", "keys", "policy":
 		cio := cliIO{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
 		return runGroup(cio, groups[args[0]], args[1:])
+	case "version", "-version", "--version":
+		return version(args[1:], stdout)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprintln(stdout, usage)
 		return nil

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,8 +26,13 @@ import (
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	cfg, err := wire.LoadConfig(args, getenv)
+	if help := (wire.Help{}); errors.As(err, &help) {
+		fmt.Fprint(stdout, help.Usage)
+		return flag.ErrHelp
+	}
 	if cle := (wire.CommandLineError{}); errors.As(err, &cle) {
-		return usageError{err} // the flag package printed the usage
+		fmt.Fprint(stderr, cle.Usage)
+		return usageError{err}
 	}
 	if err != nil {
 		return err
@@ -35,17 +41,31 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	warnUnknownVariables(log, getenv)
-	svc, err := wire.Open(cfg, wire.Options{Logger: log})
-	if err != nil {
-		return err
+	// Absolute, so that the log and the --dev notes name the directories
+	// whatever directory the reader is in.
+	if cfg.Data, err = filepath.Abs(cfg.Data); err != nil {
+		return fmt.Errorf("data directory: %w", err)
 	}
+	if cfg.JournalDir != "" {
+		if cfg.JournalDir, err = filepath.Abs(cfg.JournalDir); err != nil {
+			return fmt.Errorf("journal directory: %w", err)
+		}
+	}
+	// The port first: with port 0 the service must know the one it got
+	// before it builds approval links, and a port in use is found before
+	// the journal is replayed.
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
-		shutdown(svc, cfg.ShutdownTimeout)
 		if errors.Is(err, syscall.EADDRINUSE) {
 			return fmt.Errorf("listening on %s: another process uses the port (a server already running?); stop it, or choose another address with -addr or GUARD_ADDR (make run GUARD_ADDR=127.0.0.1:8081): %w", cfg.Addr, err)
 		}
 		return fmt.Errorf("listening on %s: %w", cfg.Addr, err)
+	}
+	cfg = cfg.Bound(ln.Addr().String())
+	svc, err := wire.Open(cfg, wire.Options{Logger: log})
+	if err != nil {
+		ln.Close()
+		return err
 	}
 	if cfg.Dev {
 		if err := devBootstrap(ctx, svc, cfg, ln.Addr().String(), stdout); err != nil {
@@ -56,7 +76,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	}
 	// The signing key's id, so that an operator who rotated it sees the
 	// new one in use.
-	attrs := []any{"addr", ln.Addr().String(), "data", cfg.Data, "api_version", transport.APIVersion,
+	attrs := []any{"addr", ln.Addr().String(), "data", cfg.Data, "version", buildVersion(), "api_version", transport.APIVersion,
 		"receipt_key", svc.ReceiptKeyID()}
 	if cfg.JournalDir != "" {
 		attrs = append(attrs, "journal_dir", cfg.JournalDir)

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -230,6 +231,12 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return err
 	}
+	if k := repeatedKey(b); k != "" {
+		// The decoder would keep the last one silently: an operator who
+		// added a setting at the end of the file without seeing it higher
+		// up would not know which value the server runs with.
+		return fmt.Errorf("config: %s is set twice; keep one", k)
+	}
 	for k, v := range raw {
 		var s string
 		if err := json.Unmarshal(v, &s); err != nil {
@@ -243,6 +250,32 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 		}
 	}
 	return nil
+}
+
+// repeatedKey is the first key that appears twice in the JSON object b,
+// or "" when none does (or b is not an object, which the decoder reports).
+func repeatedKey(b []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		k, ok := t.(string)
+		if err != nil || !ok {
+			return ""
+		}
+		if seen[k] {
+			return k
+		}
+		seen[k] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return ""
+		}
+	}
+	return ""
 }
 
 // fieldOf finds the field of a json key.
@@ -334,31 +367,32 @@ func keys() []string {
 }
 
 // settingHelp is the one-line meaning of each setting, for -h; the
-// fields' comments above say more.
+// fields' comments above say more. The word in backquotes names the value
+// in the list (-addr host:port), where the flag package would say "value".
 var settingHelp = map[string]string{
-	"addr":                    "HTTP listen address, host:port",
-	"data":                    "directory of the data file (and of the journal, unless journal_dir)",
-	"journal_dir":             "directory of the journal's segment files, ideally on a disk of its own",
+	"addr":                    "HTTP listen address, `host:port`",
+	"data":                    "`directory` of the data file (and of the journal, unless journal_dir)",
+	"journal_dir":             "`directory` of the journal's segment files, ideally on a disk of its own",
 	"dev":                     "make a practice owner, agent, key and pool on first start, and print them",
-	"console_url":             "owner console address used in approval links (default: this server's /console)",
-	"practice_pool":           "practice money a new owner starts with",
-	"loosen_delay":            "how long a loosening policy change waits before it applies",
-	"idle_timeout":            "an agent idle this long is passivated (its memory freed)",
-	"settle_timeout":          "longest wait for one vendor payment call",
-	"shutdown_timeout":        "longest graceful stop on SIGTERM/SIGINT",
-	"simulated_latency":       "delay of each simulated vendor answer (practice)",
-	"checkpoint_interval":     "how often the journal is folded into the data file",
-	"log_level":               "debug, info, warn or error",
+	"console_url":             "owner console `URL` used in approval links (default: this server's /console)",
+	"practice_pool":           "practice money (an `amount`) a new owner starts with",
+	"loosen_delay":            "how long (a `duration`) a loosening policy change waits before it applies",
+	"idle_timeout":            "an agent idle this long (a `duration`) is passivated (its memory freed)",
+	"settle_timeout":          "longest wait (a `duration`) for one vendor payment call",
+	"shutdown_timeout":        "longest graceful stop (a `duration`) on SIGTERM/SIGINT",
+	"simulated_latency":       "delay (a `duration`) of each simulated vendor answer (practice)",
+	"checkpoint_interval":     "how often (a `duration`) the journal is folded into the data file",
+	"log_level":               "`level` of the log: debug, info, warn or error",
 	"access_log":              "a log line per request (5xx answers are logged either way)",
-	"gc_percent":              "garbage collector target (GOGC) when GOGC is not set",
-	"spare_procs":             "Go processors beyond the CPUs when GOMAXPROCS is not set",
+	"gc_percent":              "garbage collector target (GOGC) in `percent` when GOGC is not set",
+	"spare_procs":             "`number` of Go processors beyond the CPUs when GOMAXPROCS is not set",
 	"rate_limits":             "enforce the rate limits of spec 8.1 (false: none at all)",
-	"rate_limit_scale":        "multiplies every rate and burst (load benchmarks raise it)",
+	"rate_limit_scale":        "`factor` that multiplies every rate and burst (load benchmarks raise it)",
 	"private_webhook_targets": "let live webhooks and chat channels reach private addresses",
-	"smtp_addr":               "mail server host:port for e-mail approval notices",
-	"smtp_from":               "sender of approval e-mails (required with smtp_addr)",
-	"smtp_username":           "mail server user (with smtp_password)",
-	"smtp_password":           "mail server password (with smtp_username)",
+	"smtp_addr":               "mail server `host:port` for e-mail approval notices",
+	"smtp_from":               "sender `address` of approval e-mails (required with smtp_addr)",
+	"smtp_username":           "mail server `user` (with smtp_password)",
+	"smtp_password":           "mail server `password` (with smtp_username)",
 	"smtp_require_tls":        "refuse to send mail without STARTTLS",
 }
 
@@ -385,13 +419,25 @@ func (f *settingFlag) Set(s string) error { f.value, f.given = s, true; return n
 func (f *settingFlag) IsBoolFlag() bool { return f.isBool }
 
 // CommandLineError is a command line that cannot be read: an unknown flag,
-// a flag without its value, a stray argument. The command prints its usage
+// a flag without its value, a stray argument. The command prints Usage
+// (the flag package's message and the list of settings) to standard error
 // and exits as for any usage error, apart from a setting refused for its
 // value.
-type CommandLineError struct{ Err error }
+type CommandLineError struct {
+	Err   error
+	Usage string
+}
 
 func (e CommandLineError) Error() string { return e.Err.Error() }
 func (e CommandLineError) Unwrap() error { return e.Err }
+
+// Help is the answer to -h: the list of settings, which the command
+// prints to standard output, since it was asked for (guard serve -h | less
+// works). It matches flag.ErrHelp.
+type Help struct{ Usage string }
+
+func (h Help) Error() string { return flag.ErrHelp.Error() }
+func (h Help) Unwrap() error { return flag.ErrHelp }
 
 // LoadConfig builds the configuration from defaults, an optional file
 // (-config or GUARD_CONFIG), the environment and the flags in args, each
@@ -400,6 +446,14 @@ func (e CommandLineError) Unwrap() error { return e.Err }
 func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 	def := Defaults()
 	fs := flag.NewFlagSet("guard serve", flag.ContinueOnError)
+	var usage strings.Builder
+	fs.SetOutput(&usage)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: guard serve [-config FILE] [-SETTING VALUE ...]\n\n"+
+			"Each setting is a flag, a key of the config file and a GUARD_ variable; a flag\n"+
+			"wins over the variable, the variable over the file.\n\n")
+		fs.PrintDefaults()
+	}
 	file := fs.String("config", getenv("GUARD_CONFIG"), "JSON config `file` (keys as below, in snake_case; env GUARD_CONFIG)")
 	flags := map[string]*settingFlag{}
 	for _, k := range keys() {
@@ -413,12 +467,13 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return def, err
+			return def, Help{usage.String()}
 		}
-		return def, CommandLineError{err}
+		return def, CommandLineError{err, usage.String()}
 	}
 	if fs.NArg() > 0 {
-		return def, CommandLineError{fmt.Errorf("unexpected argument %q (settings are flags: -name value, or -name=value)", fs.Arg(0))}
+		fs.Usage()
+		return def, CommandLineError{fmt.Errorf("unexpected argument %q (settings are flags: -name value, or -name=value)", fs.Arg(0)), usage.String()}
 	}
 	c, err := loadFileAndEnv(*file, getenv)
 	if err != nil {
@@ -481,6 +536,26 @@ func from(source string, err error) error {
 func validPort(p string) bool {
 	n, err := strconv.Atoi(p)
 	return err == nil && n >= 0 && n <= 65535 && p == strconv.Itoa(n)
+}
+
+// Bound is the configuration of a server whose listener got addr. Only
+// the port is taken from it, and only when Addr asked the system to pick
+// one (port 0): the default console address must then name the real port,
+// or every approval link would point at port 0. The host stays as
+// configured (localhost stays localhost, for the console's cookies).
+func (c Config) Bound(addr string) Config {
+	host, port, err := net.SplitHostPort(c.Addr)
+	_, got, gerr := net.SplitHostPort(addr)
+	if err != nil || gerr != nil || port != "0" {
+		return c
+	}
+	derived := c.ConsoleURL == (Config{Addr: c.Addr}).consoleURL()
+	c.Addr = net.JoinHostPort(host, got)
+	if derived {
+		c.ConsoleURL = ""
+		c.ConsoleURL = c.consoleURL()
+	}
+	return c
 }
 
 // consoleURL is ConsoleURL, or the default that follows Addr, without a

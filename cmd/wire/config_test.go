@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"errors"
+	"flag"
 	"math"
 	"os"
 	"path/filepath"
@@ -325,5 +327,77 @@ func TestUnknownVariables(t *testing.T) {
 		if unknown[i] != w[0] || closest[i] != w[1] {
 			t.Errorf("%d: %s (did you mean %q), want %s (%q)", i, unknown[i], closest[i], w[0], w[1])
 		}
+	}
+}
+
+// A setting the file gives twice is refused by name: the decoder would
+// keep the last one, and the operator who added it at the end would not
+// see the first.
+func TestConfigFileRepeatedSetting(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "guard.json")
+	if err := os.WriteFile(file, []byte(`{"addr":"127.0.0.1:1","log_level":"warn","addr":"127.0.0.1:2"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadConfig([]string{"-config", file}, env(nil))
+	if err == nil || !strings.Contains(err.Error(), "addr is set twice") || !strings.Contains(err.Error(), file) {
+		t.Fatalf("a setting given twice must be refused by name and file, got %v", err)
+	}
+	if err := os.WriteFile(file, []byte(`{"addr":"127.0.0.1:1","log_level":"warn"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := LoadConfig([]string{"-config", file}, env(nil)); err != nil || c.Addr != "127.0.0.1:1" {
+		t.Fatalf("distinct settings: %v, addr %q", err, c.Addr)
+	}
+}
+
+// With port 0 the system picks the port, and the default console address
+// must name the one the listener got, or approval links point at port 0.
+// A console address the operator gave, and any fixed port, stay as they
+// are; the configured host stays too.
+func TestBoundNamesThePortTheListenerGot(t *testing.T) {
+	for _, tc := range []struct {
+		args             []string
+		bound            string
+		addr, consoleURL string
+	}{
+		{[]string{"-addr", "127.0.0.1:0"}, "127.0.0.1:43210", "127.0.0.1:43210", "http://127.0.0.1:43210/console"},
+		{[]string{"-addr", "localhost:0"}, "127.0.0.1:43210", "localhost:43210", "http://localhost:43210/console"},
+		{[]string{"-addr", ":0"}, "[::]:43210", ":43210", "http://127.0.0.1:43210/console"},
+		{[]string{"-addr", "127.0.0.1:0", "-console-url", "https://guard.example.com/console"}, "127.0.0.1:43210",
+			"127.0.0.1:43210", "https://guard.example.com/console"},
+		{[]string{"-addr", "localhost:8080"}, "127.0.0.1:8080", "localhost:8080", "http://localhost:8080/console"},
+	} {
+		c, err := LoadConfig(tc.args, env(nil))
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		b := c.Bound(tc.bound)
+		if b.Addr != tc.addr || b.ConsoleURL != tc.consoleURL {
+			t.Errorf("%v bound to %s: addr %q console_url %q, want %q and %q", tc.args, tc.bound, b.Addr, b.ConsoleURL, tc.addr, tc.consoleURL)
+		}
+	}
+}
+
+// -h lists every setting with a name for its value, not the flag
+// package's "value", and the list says where else a setting may come from.
+func TestServeHelpNamesTheValues(t *testing.T) {
+	_, err := LoadConfig([]string{"-h"}, env(nil))
+	var help Help
+	if !errors.As(err, &help) || !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v, want Help", err)
+	}
+	for _, want := range []string{"usage: guard serve", "GUARD_ variable", "-addr host:port", "-data directory", "-idle-timeout duration",
+		"-practice-pool amount", "-console-url URL", "-log-level level"} {
+		if !strings.Contains(help.Usage, want) {
+			t.Errorf("-h lacks %q:\n%s", want, help.Usage)
+		}
+	}
+	if strings.Contains(help.Usage, " value\n") {
+		t.Errorf("-h still names a value \"value\":\n%s", help.Usage)
+	}
+	_, err = LoadConfig([]string{"-bogus"}, env(nil))
+	var cle CommandLineError
+	if !errors.As(err, &cle) || !strings.Contains(cle.Usage, "-bogus") || !strings.Contains(cle.Usage, "-addr host:port") {
+		t.Fatalf("-bogus: %v, want a CommandLineError with the message and the list", err)
 	}
 }

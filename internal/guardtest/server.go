@@ -27,7 +27,7 @@ type Server struct {
 	svc      *wire.Service
 	client   *http.Client
 	contract *openapi.Validator
-	logs     *syncBuffer
+	logs     *SyncBuffer
 }
 
 // Logs is what the service logged so far, as text lines (debug and up).
@@ -92,7 +92,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 	for _, f := range o.configs {
 		f(&cfg)
 	}
-	logs := &syncBuffer{}
+	logs := &SyncBuffer{}
 	wopts := wire.Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		CommitFault: o.commitFault}
 	if o.clock != nil {
@@ -177,19 +177,20 @@ func (s *Server) System() *actors.System { return s.svc.System() }
 // JWKS is the public receipt key set the service signs with.
 func (s *Server) JWKS() []byte { return s.svc.JWKS() }
 
-// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer safe for concurrent writers (a logger's
+// goroutines, a running server) and a reader.
+type SyncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
