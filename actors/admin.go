@@ -24,12 +24,13 @@ const (
 	MaxAgentNameLength      = 100
 )
 
-// agentName checks an agent's name as create and rename take it: trimmed,
-// 1 to MaxAgentNameLength characters, printable. A name reaches the
+// CheckName checks an agent's or an owner's name as create and rename
+// take it: trimmed, 1 to MaxAgentNameLength characters, printable, and
+// returns it trimmed. A name reaches the
 // console, e-mails, chat messages and terminals: a control character (a
 // new line, an escape sequence) or an invisible one (a zero-width space,
 // a right-to-left override) would forge or hide text there.
-func agentName(name string) (string, *Error) {
+func CheckName(name string) (string, *Error) {
 	name = strings.TrimSpace(name)
 	if name == "" || utf8.RuneCountInString(name) > MaxAgentNameLength {
 		return "", &Error{Code: CodeParameterInvalid, Param: "name",
@@ -65,6 +66,10 @@ func newUUID() string {
 // configured practice pool, an empty live environment, and an owner key
 // for each.
 func (s *System) CreateOwner(ctx context.Context, name, email, passwordHash string) (OwnerCreated, error) {
+	name, nerr := CheckName(name)
+	if nerr != nil {
+		return OwnerCreated{}, nerr
+	}
 	email = strings.ToLower(strings.TrimSpace(email))
 	if existing, err := s.store.Get(bOwnerEmails, []byte(email)); err != nil {
 		return OwnerCreated{}, ErrUnavailable
@@ -92,6 +97,7 @@ func (s *System) CreateOwner(ctx context.Context, name, email, passwordHash stri
 	if err := t.Wait(ctx); err != nil {
 		return OwnerCreated{}, ErrUnavailable
 	}
+	s.logAction("owner_created", o.ID)
 	return out, nil
 }
 
@@ -107,7 +113,7 @@ func (s *System) CreateAgent(ctx context.Context, p Principal, name string, in *
 	if p.Kind != KindOwner {
 		return Agent{}, policy.Policy{}, errorf(CodeInvalidRequest, "Only an owner key can create agents.")
 	}
-	name, nerr := agentName(name)
+	name, nerr := CheckName(name)
 	if nerr != nil {
 		return Agent{}, policy.Policy{}, nerr
 	}

@@ -49,7 +49,7 @@ func (s *System) ChangeAgent(ctx context.Context, p Principal, agentID, action s
 // archived agent cannot be renamed. No event is emitted: spec 6.2 has no
 // type for it, and the agent.* types are fixed.
 func (s *System) RenameAgent(ctx context.Context, p Principal, agentID, name string) (Agent, error) {
-	name, nerr := agentName(name)
+	name, nerr := CheckName(name)
 	if nerr != nil {
 		return Agent{}, nerr
 	}

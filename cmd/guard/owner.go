@@ -129,6 +129,9 @@ func ownerCreate(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	if strings.TrimSpace(*name) == "" {
 		return oc.usageErr("-name is required: the owner's name, as the console shows it")
 	}
+	if _, nerr := actors.CheckName(*name); nerr != nil {
+		return oc.usageErr("-name: %s", strings.TrimPrefix(nerr.Message, "name "))
+	}
 	if *email == "" {
 		return oc.usageErr("-email is required: the address the owner signs in to the console with")
 	}
@@ -150,7 +153,7 @@ func ownerCreate(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	}
 	dataFile := filepath.Join(cfg.Data, wire.JournalFile)
 	_, statErr := os.Stat(dataFile)
-	svc, err := wire.Open(cfg, wire.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	svc, err := wire.Open(cfg, wire.Options{Logger: slog.New(ownerActionsOnly{slog.NewTextHandler(stderr, nil)})})
 	if err != nil {
 		return err
 	}

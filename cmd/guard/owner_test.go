@@ -18,9 +18,9 @@ import (
 
 func TestOwnerCreate(t *testing.T) {
 	dir := t.TempDir()
-	var out bytes.Buffer
+	var out, errOut bytes.Buffer
 	err := Run(context.Background(), []string{"owner", "create", "-data", dir, "-name", "Ada", "-email", "Ada@Example.org"},
-		strings.NewReader("correct horse battery\n"), &out, io.Discard, func(string) string { return "" })
+		strings.NewReader("correct horse battery\n"), &out, &errOut, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,6 +33,24 @@ func TestOwnerCreate(t *testing.T) {
 	}
 	if len(got.OwnerID) != 36 || !strings.HasPrefix(got.Keys["test"], "svc_test_owner_") || !strings.HasPrefix(got.Keys["live"], "svc_live_owner_") {
 		t.Fatalf("unexpected output %+v", got)
+	}
+	// The operator's log has the new owner, as it has every owner action.
+	if !strings.Contains(errOut.String(), `msg="owner action" action=owner_created owner=`+got.OwnerID) {
+		t.Errorf("no owner_created line; stderr:\n%s", errOut.String())
+	}
+	// A name goes to the console and the operator's terminal: it is
+	// printable text of at most 100 characters, refused before anything
+	// is written.
+	for _, name := range []string{"Ada\x1b[2J", "Ada\u202eevil", strings.Repeat("a", 101)} {
+		data := t.TempDir()
+		err := Run(context.Background(), []string{"owner", "create", "-data", data, "-name", name, "-email", "b@example.org"},
+			strings.NewReader("correct horse battery\n"), io.Discard, io.Discard, func(string) string { return "" })
+		if exitCode(err) != 2 || !strings.Contains(err.Error(), "-name") {
+			t.Errorf("-name %q: %v, want a usage error about -name", name, err)
+		}
+		if entries, _ := os.ReadDir(data); len(entries) != 0 {
+			t.Errorf("-name %q: the refused command wrote %d files", name, len(entries))
+		}
 	}
 
 	svc := openData(t, dir)
