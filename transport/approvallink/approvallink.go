@@ -118,6 +118,14 @@ func (s *Signer) Verify(token string, now time.Time) (Claims, error) {
 	return c, nil
 }
 
+// Derive returns a key of its own for purpose, made from the signer's
+// lasting key: other tokens that must outlive a restart (the console's
+// known-browser cookie) get one without a second stored secret. The NUL
+// byte keeps a purpose from reading as any link's payload.
+func (s *Signer) Derive(purpose string) []byte {
+	return s.mac("derive\x00" + purpose)
+}
+
 func (s *Signer) mac(payload string) []byte {
 	h := hmac.New(sha256.New, s.key)
 	h.Write([]byte(payload))

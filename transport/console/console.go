@@ -64,6 +64,10 @@ type Console struct {
 	// kept in memory only: a restart merely makes an open sign-in form or
 	// link confirmation page ask to be reloaded.
 	key []byte
+	// deviceKey signs the known-browser cookie. It comes from the
+	// approval link key, which is kept, so browsers stay known across
+	// restarts.
+	deviceKey []byte
 	// dummyHash is verified against when an e-mail is unknown, so that a
 	// sign-in takes as long whether the owner exists or not. Made on first
 	// need: hashing costs 64 MiB and tens of milliseconds.
@@ -89,7 +93,8 @@ func New(cfg Config) (*Console, error) {
 		cfg.SessionLifetime = DefaultSessionLifetime
 	}
 	c := &Console{cfg: cfg, sys: cfg.System, log: cfg.Logger, base: strings.TrimSuffix(u.Path, "/"),
-		secure: u.Scheme == "https", origin: u.Scheme + "://" + u.Host, key: make([]byte, 32)}
+		secure: u.Scheme == "https", origin: u.Scheme + "://" + u.Host, key: make([]byte, 32),
+		deviceKey: cfg.Links.Derive("console known browser")}
 	if _, err := rand.Read(c.key); err != nil {
 		return nil, err
 	}
@@ -320,6 +325,23 @@ func (c *Console) limit(r *request, n ratelimit.Name, subject string) error {
 	r.ctx.Response.Header.Set("Retry-After", retry)
 	return &pageError{status: 429, title: "Too many attempts",
 		message: "Too many requests in a short time. Wait " + retry + " seconds and try again."}
+}
+
+// limitAccount takes one token of the per-e-mail sign-in limit, which
+// only browsers the owner never signed in with spend.
+func (c *Console) limitAccount(r *request, email string) error {
+	if c.cfg.Limits == nil {
+		return nil
+	}
+	d := c.cfg.Limits.Allow(ratelimit.SignInAccount, r.who.Livemode, "email|"+email)
+	if d.Allowed || d.Disabled {
+		return nil
+	}
+	_, _, _, retry := d.Headers()
+	r.ctx.Response.Header.Set("Retry-After", retry)
+	return &pageError{status: 429, title: "Too many attempts",
+		message: "Too many sign-in attempts for this e-mail from browsers it was not used with before. " +
+			"Sign in from a browser you signed in with before, or wait " + retry + " seconds and try again."}
 }
 
 // view is what every page template gets.

@@ -83,10 +83,15 @@ func (c *Console) passwordSet(r *request) error {
 	cs := actors.ConsoleSession{OwnerID: r.sess.OwnerID, Env: r.sess.Env, CSRF: randomToken()}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := c.sys.ChangeOwnerPassword(ctx, r.sess.OwnerID, HashPassword(pw), r.sess.digest, digestOf(token), cs); err != nil {
+	hash := HashPassword(pw)
+	if err := c.sys.ChangeOwnerPassword(ctx, r.sess.OwnerID, hash, r.sess.digest, digestOf(token), cs); err != nil {
 		return fromActors(err, "The password was not changed")
 	}
 	c.setCookie(r.ctx, sessionCookie, token, c.cookiePath(), 0)
+	// The new password forgets every known browser but this one.
+	owner := r.owner
+	owner.PasswordHash = hash
+	c.rememberDevice(r, owner)
 	return redirect(c.base + "/password?done=1")
 }
 

@@ -23,7 +23,36 @@ const (
 	sessionCookie = "guard_session"
 	signInCookie  = "guard_signin" // nonce behind the sign-in form's token
 	linkCookie    = "guard_link"   // nonce behind a link confirmation's token
+	// deviceCookie marks a browser that signed in as an owner: its
+	// attempts to sign in as that owner are not counted per account.
+	deviceCookie = "guard_device"
 )
+
+// deviceLifetime is how long a browser stays known after its last
+// sign-in.
+const deviceLifetime = 365 * 24 * time.Hour
+
+// deviceProof is the known-browser cookie of owner: random, then its MAC
+// under a key that outlives restarts, bound to the owner and to the
+// password's hash, so that a new password forgets every browser.
+func (c *Console) deviceProof(owner actors.Owner, random string) string {
+	h := hmac.New(sha256.New, c.deviceKey)
+	h.Write([]byte(owner.ID + "|" + owner.PasswordHash + "|" + random))
+	return random + "." + base64.RawURLEncoding.EncodeToString(h.Sum(nil))
+}
+
+// knownDevice reports whether the browser signed in as owner before,
+// since the owner's password was last set.
+func (c *Console) knownDevice(r *request, owner actors.Owner) bool {
+	v := string(r.ctx.Request.Header.Cookie(deviceCookie))
+	random, _, ok := strings.Cut(v, ".")
+	return ok && random != "" && owner.PasswordHash != "" && tokenEqual(v, c.deviceProof(owner, random))
+}
+
+// rememberDevice gives the browser a known-browser cookie for owner.
+func (c *Console) rememberDevice(r *request, owner actors.Owner) {
+	c.setCookie(r.ctx, deviceCookie, c.deviceProof(owner, randomToken()), c.cookiePath(), deviceLifetime)
+}
 
 // touchEvery is how stale a session's last-seen time may get before a
 // request records a new one: the idle timeout is kept to within it, and
@@ -206,13 +235,20 @@ func (c *Console) signIn(r *request) error {
 		return c.showSignIn(r, 400, signInData{Next: next, Error: errSignInFailed})
 	}
 	// Attempts are counted per client address, before any hashing, so one
-	// address can neither guess quickly nor make the server hash much. They
-	// are not counted per e-mail across addresses: anyone could spend such
-	// a count with wrong passwords and keep out the owner's right one.
+	// address can neither guess quickly nor make the server hash much.
 	if err := c.limit(r, ratelimit.SignIn, "ip|"+r.ctx.RemoteIP().String()); err != nil {
 		return err
 	}
 	owner, err := c.sys.OwnerByEmail(email)
+	// And per e-mail across addresses, but only from browsers that never
+	// signed in as the owner: a stranger who fills that count with wrong
+	// passwords keeps out new browsers, never the one the owner uses. The
+	// count is kept for any e-mail, so it tells nothing of who exists.
+	if err != nil || !c.knownDevice(r, owner) {
+		if lerr := c.limitAccount(r, email); lerr != nil {
+			return lerr
+		}
+	}
 	hash := owner.PasswordHash
 	if err != nil || hash == "" {
 		hash = c.dummyHash()
@@ -239,6 +275,7 @@ func (c *Console) signIn(r *request) error {
 	// The nonce cookie stays: sign-in forms open in other tabs are bound
 	// to it.
 	c.setCookie(r.ctx, sessionCookie, token, c.cookiePath(), 0)
+	c.rememberDevice(r, owner)
 	return redirect(c.safeNext(next))
 }
 

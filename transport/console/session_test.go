@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -439,5 +440,66 @@ func TestLinkPagesInSeveralTabs(t *testing.T) {
 	}
 	if p := decide(c, pathA, f.token, againA, "reject"); p.status != http.StatusConflict || !strings.Contains(p.body, "already approved") {
 		t.Fatalf("the first approval's other tab: %d\n%s", p.status, p.body)
+	}
+}
+
+// moveTo is the browser c on another network, its session over: its
+// known-browser cookie, connecting from ip.
+func (c *client) moveTo(t *testing.T, srv *guardtest.Server, ip string) *client {
+	moved := newClientAt(t, srv, ip)
+	u := mustURL(t, srv.URL+"/console/")
+	for _, ck := range c.jar.Cookies(u) {
+		if ck.Name == "guard_device" {
+			moved.jar.SetCookies(u, []*http.Cookie{ck})
+		}
+	}
+	return moved
+}
+
+// Guesses at one account from many addresses are counted together, but
+// only those from browsers that never signed in as the owner: once they
+// fill the count, new browsers wait, and the browser the owner signs in
+// with does not. A new password forgets the browsers known before,
+// except the one that set it.
+func TestSignInGuessesFromManyAddresses(t *testing.T) {
+	srv := guardtest.Start(t, guardtest.WithConfig(func(c *wire.Config) { c.RateLimitScale = 1 }))
+	o := newOwner(t, srv)
+	usual := newClientAt(t, srv, "127.0.0.3")
+	usual.mustSignIn(o)
+	stolenCopy := usual.moveTo(t, srv, "127.0.0.9") // the known-browser cookie as it is now
+	// The count allows 30 (20 per 15 minutes and 10 at once); the owner's
+	// first sign-in, from a browser new then, took one. 29 guesses from
+	// three addresses, each within its address's limit.
+	for i := range 29 {
+		guesser := newClientAt(t, srv, fmt.Sprintf("127.0.1.%d", 1+i/10))
+		if p := guesser.signIn(o.email, "wrong password here"); p.status != http.StatusUnauthorized {
+			t.Fatalf("guess %d: %d", i+1, p.status)
+		}
+	}
+	for _, tc := range []struct{ what, pw string }{{"the next guess", "another wrong password"}, {"the right password", password}} {
+		p := newClientAt(t, srv, "127.0.2.1").signIn(o.email, tc.pw)
+		if p.status != http.StatusTooManyRequests || p.header.Get("Retry-After") == "" || !strings.Contains(p.body, "browser you signed in with before") {
+			t.Fatalf("%s from a new browser at a fresh address: %d, Retry-After %q", tc.what, p.status, p.header.Get("Retry-After"))
+		}
+	}
+	// Another e-mail has a count of its own.
+	if p := newClientAt(t, srv, "127.0.2.2").signIn("someone.else@guardtest.invalid", "wrong password here"); p.status != http.StatusUnauthorized {
+		t.Fatalf("another e-mail: %d", p.status)
+	}
+	// The owner's own browser, from yet another network, signs in.
+	travelling := usual.moveTo(t, srv, "127.0.2.3")
+	if p := travelling.signIn(o.email, password); p.status != http.StatusSeeOther {
+		t.Fatalf("the owner's usual browser: %d\n%s", p.status, p.body)
+	}
+	// A new password: the browser that set it stays known, the cookie
+	// copied before is forgotten.
+	if p := travelling.changePassword(csrf(t, travelling.get("/console/password")), password, newPassword, newPassword); p.status != http.StatusSeeOther {
+		t.Fatalf("password change: %d\n%s", p.status, p.body)
+	}
+	if p := travelling.moveTo(t, srv, "127.0.2.4").signIn(o.email, newPassword); p.status != http.StatusSeeOther {
+		t.Fatalf("the browser that set the password: %d\n%s", p.status, p.body)
+	}
+	if p := stolenCopy.signIn(o.email, newPassword); p.status != http.StatusTooManyRequests {
+		t.Fatalf("a known-browser cookie from before the new password: %d", p.status)
 	}
 }

@@ -58,6 +58,8 @@ var defaultCases = []struct {
 	{InvalidKey, true, 30, 0, 20 * time.Second, "20"},
 	{SignIn, false, 10, 5, 90 * time.Second, "90"},
 	{SignIn, true, 10, 5, 90 * time.Second, "90"},
+	{SignInAccount, false, 20, 10, 45 * time.Second, "45"},
+	{SignInAccount, true, 20, 10, 45 * time.Second, "45"},
 }
 
 func envName(live bool) string {

@@ -27,11 +27,18 @@ const (
 	// owner out of the console and its approvals. Not in spec 8.1, which
 	// covers keys only.
 	SignIn Name = "sign_in"
+	// SignInAccount counts sign-in attempts per e-mail (subject
+	// "email|…") from browsers that never signed in as its owner, across
+	// every address: guessing one account from many addresses is slow. A
+	// browser the owner signed in with before (its known-browser cookie)
+	// is not counted, so a stranger who fills it keeps out only new
+	// browsers, never the owner's own.
+	SignInAccount Name = "sign_in_account"
 )
 
 // names lists every Name in table order; a Name's position is its index in
 // the limiter's parameter array.
-var names = [...]Name{Key, Spends, SpendsDaily, Check, AdminWrites, KeyChanges, PracticeControl, InvalidKey, SignIn}
+var names = [...]Name{Key, Spends, SpendsDaily, Check, AdminWrites, KeyChanges, PracticeControl, InvalidKey, SignIn, SignInAccount}
 
 // numNames is the number of limits.
 const numNames = len(names)
@@ -61,6 +68,8 @@ func (n Name) index() int {
 		return 7
 	case SignIn:
 		return 8
+	case SignInAccount:
+		return 9
 	}
 	return -1
 }
@@ -95,6 +104,7 @@ func DefaultTable() Table {
 			PracticeControl: {Rate: 120, Window: time.Hour, Burst: 20},
 			InvalidKey:      {Rate: 30, Window: 10 * time.Minute, Burst: 0},
 			SignIn:          {Rate: 10, Window: 15 * time.Minute, Burst: 5},
+			SignInAccount:   {Rate: 20, Window: 15 * time.Minute, Burst: 10},
 		},
 		Live: map[Name]Limit{
 			Key:             {Rate: 60, Window: time.Minute, Burst: 30},
@@ -106,6 +116,7 @@ func DefaultTable() Table {
 			PracticeControl: {Rate: 0, Window: time.Hour, Burst: 20},
 			InvalidKey:      {Rate: 30, Window: 10 * time.Minute, Burst: 0},
 			SignIn:          {Rate: 10, Window: 15 * time.Minute, Burst: 5},
+			SignInAccount:   {Rate: 20, Window: 15 * time.Minute, Burst: 10},
 		},
 	}
 }

@@ -21,7 +21,7 @@ func TestDefaultTableWindows(t *testing.T) {
 	want := map[Name]time.Duration{
 		Key: time.Minute, Spends: time.Minute, SpendsDaily: 24 * time.Hour,
 		Check: time.Minute, AdminWrites: time.Minute, KeyChanges: 24 * time.Hour,
-		PracticeControl: time.Hour, InvalidKey: 10 * time.Minute, SignIn: 15 * time.Minute,
+		PracticeControl: time.Hour, InvalidKey: 10 * time.Minute, SignIn: 15 * time.Minute, SignInAccount: 15 * time.Minute,
 	}
 	tab := DefaultTable()
 	for n, w := range want {
@@ -165,8 +165,8 @@ func TestValidateAcceptsEdgeValues(t *testing.T) {
 
 func TestNames(t *testing.T) {
 	got := Names()
-	if len(got) != 9 {
-		t.Fatalf("Names() has %d entries, want 9", len(got))
+	if len(got) != 10 {
+		t.Fatalf("Names() has %d entries, want 10", len(got))
 	}
 	for i, n := range got {
 		if n.index() != i {
