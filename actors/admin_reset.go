@@ -203,10 +203,44 @@ func (s *System) fenceAndCommitReset(ctx context.Context, e *envLedger, ownerID 
 		for _, d := range forget {
 			s.forgetKey(d)
 		}
+		s.graceAfterReset(ctx, ownerID, time.Duration(out.ClockOffsetSeconds)*time.Second)
 		return out, marker, nil
 	}
 	return PracticeReset{}, resetMarker{}, &Error{Code: CodeConflict,
 		Message: "The practice environment kept changing while it was being reset (deposits, new agents or keys); nothing was reset. Retry once those changes stop."}
+}
+
+// graceAfterReset keeps the grace period of webhook secrets rotated on a
+// practice clock that the reset set back by offset: the previous secret
+// signs for the time it had left, not for that time and the offset. A
+// crash before this is written leaves the grace longer, never shorter.
+func (s *System) graceAfterReset(ctx context.Context, ownerID string, offset time.Duration) {
+	if offset <= 0 {
+		return
+	}
+	w := s.webhooks
+	w.mu.Lock()
+	hooks := make([]*hook, 0, len(w.byEnv[envKeyOf(ownerID, EnvTest)]))
+	for _, h := range w.byEnv[envKeyOf(ownerID, EnvTest)] {
+		hooks = append(hooks, h)
+	}
+	w.mu.Unlock()
+	for _, h := range hooks {
+		h.change.Lock()
+		if cur := h.cur.Load(); cur.PreviousUntil != nil {
+			e := *cur
+			until := cur.PreviousUntil.Add(-offset)
+			e.PreviousUntil = &until
+			c := &change{}
+			c.put(bWebhookEndpoints, []byte(e.ID), e)
+			t := s.store.Append(s.store.Gen(), persistence.Record{Ops: c.ops})
+			if t.Wait(ctx) == nil {
+				h.cur.Store(&e)
+				h.shown.Store(&e)
+			}
+		}
+		h.change.Unlock()
+	}
 }
 
 // commitReset is step 2. It holds keyChangeMu from the barrier until the
@@ -300,6 +334,9 @@ func (s *System) commitReset(ctx context.Context, e *envLedger, ownerID string, 
 		return out, marker, nil, false, ErrUnavailable
 	}
 	e.eventFloor.Store(old.Sequence) // lists hide the old events once the reset is durable
+	// The clock went back: deliveries are re-armed on it, and those of
+	// the removed events are dropped at once.
+	s.webhooks.clockMoved(ownerID, EnvTest)
 	out = PracticeReset{Object: "practice_reset", Livemode: false, Balance: pool.Display(),
 		LastSequence: old.Sequence, ClockOffsetSeconds: int64(offset / time.Second),
 		Removed: ResetRemoved{Agents: len(ids), APIKeys: len(agentKeys)}}
@@ -354,6 +391,9 @@ func (s *System) sweepReset(ctx context.Context, m resetMarker) (ResetRemoved, e
 				n.Spends++
 			}
 			w.del(bSpends, spendID)
+			// After the delete: were it to fill a record, the wake-up
+			// goes with the next one, durable after it.
+			w.gone = append(w.gone, string(spendID))
 			w.del(bActive, join(id, string(spendID)))
 			w.del(bEnvSpends, append(append([]byte(nil), envPrefix...), spendID...))
 			w.del(bAgentSpends, k)
@@ -417,6 +457,9 @@ type sweepWriter struct {
 	gen     uint64
 	ops     []persistence.Op
 	tickets []*persistence.Ticket
+	// gone are the spends the pending ops delete: their long polls are
+	// woken once the deletion is durable, to answer 404 at once.
+	gone []string
 }
 
 func (w *sweepWriter) del(bucket string, key []byte) {
@@ -430,8 +473,13 @@ func (w *sweepWriter) flush() {
 	if len(w.ops) == 0 {
 		return
 	}
-	w.tickets = append(w.tickets, w.s.store.Append(w.gen, persistence.Record{Ops: w.ops}))
+	t := w.s.store.Append(w.gen, persistence.Record{Ops: w.ops})
+	w.tickets = append(w.tickets, t)
 	w.ops = nil
+	if len(w.gone) > 0 {
+		w.s.hub.published(t, w.gone, nil)
+		w.gone = nil
+	}
 }
 
 // finish appends what is left and waits until every record is durable.

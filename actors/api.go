@@ -98,6 +98,10 @@ func (s *System) GetSpend(ctx context.Context, p Principal, spendID string, wait
 	}
 }
 
+// LongPolls is how many GET /v1/spends/{id}?wait_seconds=N wait on the
+// spend now: a diagnostic, and how a test knows its poll is open.
+func (s *System) LongPolls(spendID string) int { return s.hub.watching(spendID) }
+
 func (s *System) readSpendBody(p Principal, spendID string) ([]byte, error) {
 	body, _, err := s.readSpend(p, spendID)
 	return body, err

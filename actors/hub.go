@@ -120,6 +120,13 @@ func (h *hub) watch(spendID string) (ch chan struct{}, cancel func()) {
 	}
 }
 
+// watching is how many long polls wait on the spend.
+func (h *hub) watching(spendID string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.watchers[spendID])
+}
+
 func (h *hub) subscribe(f func(StoredEvent)) {
 	h.mu.Lock()
 	h.subscribers = append(h.subscribers, f)

@@ -245,3 +245,37 @@ func TestPracticeResetKeepsNotificationChannels(t *testing.T) {
 		t.Errorf("the kept channel got %s", req.Body)
 	}
 }
+
+// A long poll on a spend the reset removes answers 404 as the spend goes,
+// not when its wait is over.
+func TestPracticeResetEndsLongPolls(t *testing.T) {
+	e := start(t)
+	waiting := created(t, e.srv, e.agentKey, spendBody("1.00", "untrusted.example.org", "/w"))
+	if waiting["status"] != "pending_approval" {
+		t.Fatalf("setup: %v", waiting["status"])
+	}
+	type answer struct {
+		r    guardtest.Response
+		took time.Duration
+	}
+	polled := make(chan answer, 1)
+	go func() {
+		began := time.Now()
+		r := call(t, e.srv, http.MethodGet, "/v1/spends/"+waiting["id"].(string)+"?wait_seconds=20", e.owner.TestKey, nil, nil)
+		polled <- answer{r, time.Since(began)}
+	}()
+	// The poll is open once the hub watches the spend; a reset before
+	// that would only make the poll's first read a 404, which proves less.
+	for deadline := time.Now().Add(10 * time.Second); e.srv.System().LongPolls(waiting["id"].(string)) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the long poll never started")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	mustStatus(t, call(t, e.srv, http.MethodPost, "/v1/test/reset", e.owner.TestKey, nil, nil), http.StatusOK)
+	a := <-polled
+	wantError(t, a.r, 404, "not_found_error", "resource_missing", "")
+	if a.took >= 15*time.Second {
+		t.Fatalf("the poll answered after %s: it waited out its 20 seconds", a.took)
+	}
+}

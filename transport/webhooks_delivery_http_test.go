@@ -397,3 +397,43 @@ func TestWebhookDeliveriesSurviveRestart(t *testing.T) {
 		t.Fatalf("after the delivery: consecutive_failures %v", g["consecutive_failures"])
 	}
 }
+
+// A practice reset sets the clock back. A delivery still pending for an
+// event the reset removed is dropped, not left to wait on the old clock
+// (where its retry could be days ahead) in front of the endpoint's new
+// events; and a rotated secret's grace keeps only the time it had left.
+func TestWebhookDeliveriesAfterPracticeReset(t *testing.T) {
+	e := start(t)
+	rc := newReceiver(t, 500)
+	ep := createEndpoint(t, e.srv, e.owner.TestKey, rc.url, "spend.settled")
+	id := ep["id"].(string)
+	advanceClock(t, e, 2*24*3600)
+	rot := call(t, e.srv, http.MethodPost, "/v1/webhook_endpoints/"+id+"/rotate_secret", e.owner.TestKey, nil, `{"grace_period_hours":1}`)
+	mustStatus(t, rot, http.StatusOK)
+	secret := rot.Body["secret"].(string)
+	old := sendTest(t, e.srv, e.owner.TestKey, id)
+	if h := rc.next(t); h.id() != old["event_id"] {
+		t.Fatalf("first attempt carried %s", h)
+	}
+	rc.none(t, e.srv) // refused: its retry is a minute ahead on the advanced clock
+	rc.status.Store(200)
+	mustStatus(t, call(t, e.srv, http.MethodPost, "/v1/test/reset", e.owner.TestKey, nil, nil), http.StatusOK)
+
+	fresh := sendTest(t, e.srv, e.owner.TestKey, id)
+	h := rc.next(t)
+	if h.id() != fresh["event_id"] {
+		t.Fatalf("after the reset the endpoint got %s, want the new event %v", h, fresh["event_id"])
+	}
+	rc.none(t, e.srv) // the removed event is not sent again
+	if n, ok := signedBy(t, h.sig(), h.body, secret); n != 2 || !ok {
+		t.Fatalf("within the hour of grace: %q, want two values", h.sig())
+	}
+	if g := getEndpoint(t, e.srv, e.owner.TestKey, id); g["consecutive_failures"] != 0.0 {
+		t.Fatalf("after a delivery went through: consecutive_failures %v", g["consecutive_failures"])
+	}
+	advanceClock(t, e, 3600) // the hour of grace is over on the reset clock
+	sendTest(t, e.srv, e.owner.TestKey, id)
+	if h := rc.next(t); !oneSignature(t, h, secret) {
+		t.Fatalf("after the grace: %q, want the new secret's alone", h.sig())
+	}
+}
