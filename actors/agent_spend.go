@@ -257,6 +257,13 @@ func joinList(s []string) string {
 
 func (a *agentActor) create(m *createSpend) {
 	a.prune()
+	if a.agent.Status == AgentArchived {
+		// The request passed its key before the archive revoked it: it
+		// gets the answer the key gets now, and nothing is created. The
+		// archive is final, so no rule decides this (a pause is a rule).
+		m.reply <- SpendResult{Err: ErrInvalidKey}
+		return
+	}
 	in := m.in
 	fp := in.Fingerprint()
 	if rk, ok := a.recentKeys[in.IdempotencyKey]; ok {

@@ -1,13 +1,17 @@
 package transport_test
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentpay/guard/actors"
 	"github.com/agentpay/guard/cmd/wire"
 	"github.com/agentpay/guard/internal/guardtest"
+	"github.com/agentpay/guard/policy"
 )
 
 // Pausing an agent declines its new spends with agent_paused (and a
@@ -81,10 +85,25 @@ func TestArchiveAgentRevokesKeys(t *testing.T) {
 	e := start(t)
 	waiting := created(t, e.srv, e.agentKey, spendBody("2.00", "untrusted.example.org", "/w"))
 	mustStatus(t, call(t, e.srv, http.MethodGet, "/v1/me", e.agentKey, nil, nil), http.StatusOK) // cached key
+	// A payment whose key was checked just before the archive reaches the
+	// agent just after it.
+	before, err := e.srv.System().Authenticate(e.agentKey)
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := call(t, e.srv, http.MethodPost, "/v1/agents/"+e.agentID+"/archive", e.owner.TestKey, nil, nil)
 	mustStatus(t, r, http.StatusOK)
 	if r.Body["status"] != "archived" || r.Body["archived_at"] == nil {
 		t.Fatalf("archive answered %s", r.Raw)
+	}
+	late, err := e.srv.System().CreateSpend(context.Background(), before, actors.SpendInput{Amount: policy.MustAmount("1.00"),
+		Currency: "usdc", Destination: "api.vendor.com", Resource: policy.Resource{Host: "api.vendor.com", Path: "/late", Method: "GET"},
+		URL: "https://api.vendor.com/late", IdempotencyKey: "late"})
+	if !errors.Is(err, actors.ErrInvalidKey) || late.Body != nil {
+		t.Fatalf("a payment reaching the archived agent: %v, body %s", err, late.Body)
+	}
+	if ids, _ := listIDs(t, e.srv, e.owner.TestKey, "/v1/spends?limit=50"); len(ids) != 1 {
+		t.Fatalf("after the archive the agent has spends %v, want the one before it", ids)
 	}
 	wantError(t, call(t, e.srv, http.MethodGet, "/v1/me", e.agentKey, nil, nil), 401, "authentication_error", "invalid_api_key", "")
 	w := call(t, e.srv, http.MethodGet, "/v1/spends/"+waiting["id"].(string), e.owner.TestKey, nil, nil)
