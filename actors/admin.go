@@ -318,12 +318,29 @@ func (a *agentActor) publish(m *publishPolicy) {
 			rules, loosens, rebase = inEffect, false, hist.pending
 		}
 	}
+	// An edit that tightens some rules and loosens others is split: what
+	// tightens is published at once, as a version of its own, and the
+	// whole edit follows it and waits. Waiting whole, a lowered cap would
+	// wait the loosening's hour beside it. Like any version in effect, the
+	// part supersedes the versions that waited before it.
+	var atOnce *policy.Policy
+	top := hist.top
+	if loosens && rebase == nil {
+		if part, ok := policy.TighteningPart(a.policy.Rules, rules); ok {
+			p := policy.NewPolicy(NewID("pol", now), a.id, top+1, part, a.agent.Livemode, now, now)
+			atOnce, top = &p, top+1
+		}
+	}
 	eff := now
 	if loosens {
 		eff = now.Add(a.sys.cfg.LoosenDelay)
 	}
-	pol := policy.NewPolicy(NewID("pol", now), a.id, hist.top+1, rules, a.agent.Livemode, now, eff)
-	if !loosens && pol.DestinationWindowOver != nil && !a.windowLoaded {
+	pol := policy.NewPolicy(NewID("pol", now), a.id, top+1, rules, a.agent.Livemode, now, eff)
+	inEffect := &pol
+	if loosens {
+		inEffect = atOnce
+	}
+	if inEffect != nil && inEffect.DestinationWindowOver != nil && !a.windowLoaded {
 		// The rule applies at once: its window must be whole before the
 		// version is published, or the next decision would under-count.
 		if err := a.loadWindow(now); err != nil {
@@ -333,6 +350,16 @@ func (a *agentActor) publish(m *publishPolicy) {
 	}
 	c := &change{}
 	a.env.mu.Lock()
+	if atOnce != nil {
+		c.put(bPolicies, versionKey(a.id, atOnce.Version), *atOnce)
+		c.putRaw(bPolicyIDs, []byte(atOnce.ID), versionKey(a.id, atOnce.Version))
+		a.agent.PolicyVersion = atOnce.Version
+		c.put(bAgents, []byte(a.id), a.agent)
+		c.event(a.env, a.id, "policy.updated", policyRef(atOnce), audienceBoth, now)
+		for _, w := range hist.pending {
+			a.cancelVersion(c, w, now)
+		}
+	}
 	c.put(bPolicies, versionKey(a.id, pol.Version), pol)
 	c.putRaw(bPolicyIDs, []byte(pol.ID), versionKey(a.id, pol.Version))
 	if loosens {
@@ -380,10 +407,11 @@ func (a *agentActor) publish(m *publishPolicy) {
 	}
 	t := a.sys.commit(a.gen, a.env, c)
 	a.env.mu.Unlock()
-	if !loosens {
-		pol.Paused = a.agent.Status == AgentPaused
-		a.policy = pol
-	} else {
+	if inEffect != nil {
+		inEffect.Paused = a.agent.Status == AgentPaused
+		a.policy = *inEffect
+	}
+	if loosens {
 		// The new version is not durable yet, so the store cannot show it
 		// to applyDuePolicy: arm its timer here.
 		a.sys.sendAfter(eff.Sub(now), a.id, &reloadAgent{reply: make(chan error, 1)})

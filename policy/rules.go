@@ -318,6 +318,46 @@ func NewPolicy(id, agentID string, version int, r Rules, livemode bool, now, eff
 	}
 }
 
+// ruleFieldCopies copy one field of the rules each, every field once: an
+// edit is split field by field with them.
+var ruleFieldCopies = [...]func(d *Rules, s Rules){
+	func(d *Rules, s Rules) { d.PerSpendLimit = s.PerSpendLimit },
+	func(d *Rules, s Rules) { d.DailyCap = s.DailyCap },
+	func(d *Rules, s Rules) { d.MonthlyCap = s.MonthlyCap },
+	func(d *Rules, s Rules) { d.LifetimeCap = s.LifetimeCap },
+	func(d *Rules, s Rules) { d.AllowedDestinations = s.AllowedDestinations },
+	func(d *Rules, s Rules) { d.TrustedDestinations = s.TrustedDestinations },
+	func(d *Rules, s Rules) { d.BlockedDestinations = s.BlockedDestinations },
+	func(d *Rules, s Rules) { d.UnknownDestination = s.UnknownDestination },
+	func(d *Rules, s Rules) { d.ApprovalOver = s.ApprovalOver },
+	func(d *Rules, s Rules) { d.DestinationWindowOver = s.DestinationWindowOver },
+	func(d *Rules, s Rules) { d.MaxPending = s.MaxPending },
+	func(d *Rules, s Rules) { d.ApprovalTTLMinutes = s.ApprovalTTLMinutes },
+	func(d *Rules, s Rules) { d.ValidUntil = s.ValidUntil },
+}
+
+// TighteningPart is the part of the edit from old to new that applies at
+// once: old with every field of new whose change alone does not loosen
+// (a field is taken whole: a list that gains one pattern and loses
+// another waits with the loosening). ok is false when no field is taken,
+// or when the part alone would be rules a publish refuses (a daily cap
+// above the monthly one) or would loosen.
+func TighteningPart(old, new Rules) (part Rules, ok bool) {
+	part = old
+	oldHash := old.Hash()
+	for _, take := range ruleFieldCopies {
+		one := old
+		take(&one, new)
+		if one.Hash() != oldHash && !Loosens(old, one) {
+			take(&part, new)
+			ok = true
+		}
+	}
+	ok = ok && part.DailyCap.Cmp(part.MonthlyCap) <= 0 &&
+		(part.LifetimeCap == nil || part.MonthlyCap.Cmp(*part.LifetimeCap) <= 0) && !Loosens(old, part)
+	return part, ok
+}
+
 // Loosens reports whether moving from old to new gives the agent more room
 // anywhere: a higher limit or cap, a removed cap, a new allowed or trusted
 // pattern, a removed block, a later expiry, more pending, asking instead of

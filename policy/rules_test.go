@@ -544,3 +544,45 @@ func TestLoosens(t *testing.T) {
 		})
 	}
 }
+
+// An edit is split field by field: the part that applies at once holds
+// the fields whose change alone tightens, and never loosens.
+func TestTighteningPart(t *testing.T) {
+	old := DefaultRules()
+	vendor := MustPattern("api.vendor.com")
+	edit := func(f func(r *Rules)) Rules {
+		r := DefaultRules()
+		f(&r)
+		return r
+	}
+	for _, tc := range []struct {
+		name string
+		new  Rules
+		ok   bool
+		want Rules
+	}{
+		{"pure loosening", edit(func(r *Rules) { r.DailyCap = MustAmount("60.00") }), false, old},
+		{"pure tightening", edit(func(r *Rules) { r.DailyCap = MustAmount("20.00") }), true,
+			edit(func(r *Rules) { r.DailyCap = MustAmount("20.00") })},
+		{"both", edit(func(r *Rules) {
+			r.DailyCap = MustAmount("20.00")
+			r.TrustedDestinations = []Pattern{vendor}
+			r.BlockedDestinations = []Pattern{MustPattern("*.bad-vendor.com")}
+			r.MaxPending = 9
+		}), true, edit(func(r *Rules) {
+			r.DailyCap = MustAmount("20.00")
+			r.BlockedDestinations = []Pattern{MustPattern("*.bad-vendor.com")}
+		})},
+		{"nothing changes", old, false, old},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			part, ok := TighteningPart(old, tc.new)
+			if ok != tc.ok || part.Hash() != tc.want.Hash() {
+				t.Fatalf("TighteningPart = %+v, %v; want %+v, %v", part, ok, tc.want, tc.ok)
+			}
+			if Loosens(old, part) {
+				t.Fatal("the part loosens")
+			}
+		})
+	}
+}

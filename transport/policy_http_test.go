@@ -44,6 +44,48 @@ func TestLooseningWaitsThenApplies(t *testing.T) {
 	}
 }
 
+// An edit that lowers one limit and trusts a new destination is split:
+// the lower limit applies at once (a version of its own, policy.updated),
+// and the whole edit waits its hour (policy.change_requested), then
+// applies. Waiting whole, the lowered cap would have let payments through
+// for an hour.
+func TestAnEditThatTightensAndLoosensAppliesTheTighteningAtOnce(t *testing.T) {
+	clock := guardtest.NewFakeClock(epoch)
+	e := start(t, guardtest.WithClock(clock))
+	path := "/v1/agents/" + e.agentID + "/policy"
+	edit := `{"per_spend_limit":"100.00","daily_cap":"1.00","monthly_cap":"500.00","approval_over":"100.00",` +
+		`"trusted_destinations":["api.vendor.com","*.shop.io","new.example.com"]}`
+	r := call(t, e.srv, http.MethodPost, path, e.owner.TestKey, nil, edit)
+	mustStatus(t, r, http.StatusOK)
+	if r.Body["version"] != 3.0 || r.Body["effective_at"] == r.Body["created_at"] || r.Body["daily_cap"] != "1.00" {
+		t.Fatalf("the whole edit must wait, as version 3: %s", r.Raw)
+	}
+	now := call(t, e.srv, http.MethodGet, "/v1/policy", e.agentKey, nil, nil)
+	if now.Body["version"] != 2.0 || now.Body["daily_cap"] != "1.00" || len(now.Body["trusted_destinations"].([]any)) != 2 {
+		t.Fatalf("in effect right after the edit: %s; want version 2 with the lower cap alone", now.Raw)
+	}
+	if got := spend(t, e.srv, e.agentKey, newKey(), spendBody("2.00", "api.vendor.com", "/a")); got.Body["decline_reason"] != "daily_cap" {
+		t.Fatalf("a payment over the lowered cap: %s", got.Raw)
+	}
+	if got := checkReason(t, e, "new.example.com"); got != "unknown_destination" {
+		t.Fatalf("before the hour, the new destination is %s", got)
+	}
+	for typ, want := range map[string]int{"policy.updated": 1, "policy.change_requested": 1} {
+		if ids, _ := listIDs(t, e.srv, e.owner.TestKey, "/v1/events?type="+typ); len(ids) != want {
+			t.Errorf("%d %s events, want %d", len(ids), typ, want)
+		}
+	}
+	clock.Advance(time.Hour + time.Second)
+	quiesce(t, e.srv)
+	after := call(t, e.srv, http.MethodGet, "/v1/policy", e.agentKey, nil, nil)
+	if after.Body["version"] != 3.0 || after.Body["daily_cap"] != "1.00" {
+		t.Fatalf("after the hour: %s", after.Raw)
+	}
+	if got := checkReason(t, e, "new.example.com"); got != "allowed" {
+		t.Fatalf("after the hour, the new destination is %s", got)
+	}
+}
+
 // A loosening cancelled before its time never applies.
 func TestCancelledLooseningNeverApplies(t *testing.T) {
 	clock := guardtest.NewFakeClock(epoch)

@@ -69,7 +69,9 @@ func TestPracticeReset(t *testing.T) {
 	mustStatus(t, r, http.StatusOK)
 	removed := obj(t, r.Body, "removed")
 	if removed["agents"] != float64(2) || removed["api_keys"] != float64(2) || removed["spends"] != float64(3) ||
-		removed["idempotency_keys"] != float64(3) || removed["policy_versions"] != float64(3) ||
+		// Versions: each agent's first, and the edit's two (what it
+		// tightens, at once; the whole, waiting).
+		removed["idempotency_keys"] != float64(3) || removed["policy_versions"] != float64(4) ||
 		removed["events"] != lastSeq || r.Body["balance"] != "1000.00" || r.Body["last_sequence"] != lastSeq ||
 		r.Body["clock_offset_seconds"] != float64(2*24*3600) || r.Body["object"] != "practice_reset" {
 		t.Fatalf("the reset answered %s (last sequence %v)", r.Raw, lastSeq)

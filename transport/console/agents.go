@@ -238,21 +238,6 @@ func classify(old, new policy.Rules) []ruleChange {
 	return out
 }
 
-// tighteningPart is old with only new's tightening fields, or false when
-// that is not a valid policy on its own.
-func tighteningPart(old, new policy.Rules) (policy.Rules, bool) {
-	part := old
-	for _, f := range ruleFields {
-		one := old
-		f.take(&one, new)
-		if f.get(old) != f.get(new) && !policy.Loosens(old, one) {
-			f.take(&part, new)
-		}
-	}
-	ok := part.DailyCap.Cmp(part.MonthlyCap) <= 0 && (part.LifetimeCap == nil || part.MonthlyCap.Cmp(*part.LifetimeCap) <= 0)
-	return part, ok && !policy.Loosens(old, part)
-}
-
 type agentPageData struct {
 	Agent   actors.Agent
 	Policy  policy.Policy
@@ -346,9 +331,7 @@ func (c *Console) policyPreview(r *request) error {
 	return c.ok(r, "preview", "Review rule changes", d)
 }
 
-// policyPublish publishes the reviewed version. When it both tightens and
-// loosens, the tightening fields are published first, alone, so they
-// apply at once as the review said; the whole version follows and waits.
+// policyPublish publishes the reviewed version.
 func (c *Console) policyPublish(r *request) error {
 	id := param(r, "id")
 	rules, fields, problems := rulesFromForm(r)
@@ -366,22 +349,15 @@ func (c *Console) policyPublish(r *request) error {
 		return err
 	}
 	loosens := policy.Loosens(pol.Rules, rules)
-	failed := func(err error) error {
+	// The engine splits a version that both tightens and loosens: the
+	// tightening fields apply at once, as the review said, and the whole
+	// version waits.
+	if err := publish(rules); err != nil {
 		if e := actors.AsError(err); e.Param != "" {
 			// A value the rules refuse: back to the form, as typed.
 			return c.showAgent(r, 400, fieldProblem(e.Param, e.Message, fields), fields)
 		}
 		return fromActors(err, "The rules were not published")
-	}
-	if loosens {
-		if part, ok := tighteningPart(pol.Rules, rules); ok && len(classify(pol.Rules, part)) > 0 {
-			if err := publish(part); err != nil {
-				return failed(err)
-			}
-		}
-	}
-	if err := publish(rules); err != nil {
-		return failed(err)
 	}
 	done := "policy"
 	if loosens {

@@ -111,7 +111,7 @@ func TestClassifyMarksEachChange(t *testing.T) {
 			if policy.Loosens(old, tc.new) != any {
 				t.Errorf("policy.Loosens = %v, fields say %v", !any, any)
 			}
-			part, ok := tighteningPart(old, tc.new)
+			part, ok := policy.TighteningPart(old, tc.new)
 			if ok && policy.Loosens(old, part) {
 				t.Error("the tightening part loosens")
 			}
