@@ -328,20 +328,16 @@ func (c *Console) limit(r *request, n ratelimit.Name, subject string) error {
 }
 
 // limitAccount takes one token of the per-e-mail sign-in limit, which
-// only browsers the owner never signed in with spend.
+// only browsers the owner never signed in with spend. Its refusal says
+// how the owner gets in all the same.
 func (c *Console) limitAccount(r *request, email string) error {
-	if c.cfg.Limits == nil {
-		return nil
+	err := c.limit(r, ratelimit.SignInAccount, "email|"+email)
+	if pe, ok := err.(*pageError); ok {
+		retry := string(r.ctx.Response.Header.Peek("Retry-After"))
+		pe.message = "Too many sign-in attempts for this e-mail from browsers it was not used with before. " +
+			"Sign in from a browser you signed in with before, or wait " + retry + " seconds and try again."
 	}
-	d := c.cfg.Limits.Allow(ratelimit.SignInAccount, r.who.Livemode, "email|"+email)
-	if d.Allowed || d.Disabled {
-		return nil
-	}
-	_, _, _, retry := d.Headers()
-	r.ctx.Response.Header.Set("Retry-After", retry)
-	return &pageError{status: 429, title: "Too many attempts",
-		message: "Too many sign-in attempts for this e-mail from browsers it was not used with before. " +
-			"Sign in from a browser you signed in with before, or wait " + retry + " seconds and try again."}
+	return err
 }
 
 // view is what every page template gets.
