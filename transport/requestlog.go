@@ -93,4 +93,5 @@ func (s *Server) recoverAnswer(ctx *fasthttp.RequestCtx, reqID string, start tim
 	failure := &apiError{code: string(actors.CodeInternal), message: "An internal error occurred; report the request_id."}
 	writeError(ctx, reqID, failure)
 	s.logAnswer(ctx, reqID, start, nil, failure)
+	s.observe(ctx, start)
 }

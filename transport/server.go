@@ -45,6 +45,14 @@ type Config struct {
 	// AccessLog logs a line for every answer at info level (see
 	// requestlog.go). Answers of 5xx are logged, at error level, either way.
 	AccessLog bool
+	// Metrics, when set, counts every answer (the operator's metrics).
+	Metrics RequestObserver
+}
+
+// RequestObserver counts answered requests. route is the pattern of the
+// route that answered, "" when no route took the request.
+type RequestObserver interface {
+	ObserveRequest(method []byte, route string, status int, d time.Duration)
 }
 
 // Server is the REST API.
@@ -332,6 +340,15 @@ func (s *Server) page(h fasthttp.RequestHandler) fasthttp.RequestHandler {
 		ctx.Response.Header.SetCanonical(hdrServiceVersion, apiVersionBytes)
 		h(ctx)
 		s.logAnswer(ctx, reqID, start, nil, nil)
+		s.observe(ctx, start)
+	}
+}
+
+// observe counts an answer in the operator's metrics, when they are on.
+func (s *Server) observe(ctx *fasthttp.RequestCtx, start time.Time) {
+	if m := s.cfg.Metrics; m != nil {
+		route, _ := ctx.UserValue(router.MatchedRoutePathParam).(string)
+		m.ObserveRequest(ctx.Method(), route, ctx.Response.StatusCode(), time.Since(start))
 	}
 }
 
@@ -381,6 +398,7 @@ func (s *Server) wrap(h handler) fasthttp.RequestHandler {
 			who = &c.who
 		}
 		s.logAnswer(ctx, c.reqID, start, who, err)
+		s.observe(ctx, start)
 	}
 }
 

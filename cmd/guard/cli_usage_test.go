@@ -204,37 +204,16 @@ func TestNoServerListeningSaysSo(t *testing.T) {
 // directory in full though it was given relative.
 func TestServeOnPortZeroNamesThePortItGot(t *testing.T) {
 	t.Chdir(t.TempDir())
-	ctx, cancel := context.WithCancel(context.Background())
-	var out, errOut guardtest.SyncBuffer
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, []string{"serve", "-dev", "-addr", "127.0.0.1:0", "-data", "data", "-log-level", "info"},
-			strings.NewReader(""), &out, &errOut, func(string) string { return "" })
-	}()
-	serving := regexp.MustCompile(`msg=serving addr=127\.0\.0\.1:(\d+) data=(\S+)`)
-	var m []string
-	for deadline := time.Now().Add(30 * time.Second); m == nil; {
-		if m = serving.FindStringSubmatch(errOut.String()); m == nil {
-			if time.Now().After(deadline) {
-				cancel()
-				t.Fatalf("no serving line:\n%s", errOut.String())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
+	srv := serveInBackground(t, "-dev", "-addr", "127.0.0.1:0", "-data", "data", "-log-level", "info")
+	defer srv.stop()
+	m := srv.waitForLog(regexp.MustCompile(`msg=serving addr=127\.0\.0\.1:(\d+) data=(\S+)`))
 	wd, _ := os.Getwd()
 	if want := filepath.Join(wd, "data"); m[2] != want {
 		t.Errorf("the log names data=%s, want %s", m[2], want)
 	}
 	console := "http://127.0.0.1:" + m[1] + "/console"
-	if !strings.Contains(out.String(), "console:   "+console+" ") {
-		t.Fatalf("the --dev notes do not name %s:\n%s", console, out.String())
+	if !strings.Contains(srv.out.String(), "console:   "+console+" ") {
+		t.Fatalf("the --dev notes do not name %s:\n%s", console, srv.out.String())
 	}
 	resp, err := http.Get(console)
 	if err != nil {
@@ -243,5 +222,53 @@ func TestServeOnPortZeroNamesThePortItGot(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET %s: %d", console, resp.StatusCode)
+	}
+}
+
+// backgroundServer is `guard serve` running in the test's process.
+type backgroundServer struct {
+	t           *testing.T
+	out, errOut guardtest.SyncBuffer
+	cancel      context.CancelFunc
+	done        chan error
+	stopped     bool
+}
+
+// serveInBackground runs `guard serve args...` until stop, which the test
+// must call (a second call does nothing).
+func serveInBackground(t *testing.T, args ...string) *backgroundServer {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &backgroundServer{t: t, cancel: cancel, done: make(chan error, 1)}
+	go func() {
+		s.done <- Run(ctx, append([]string{"serve"}, args...), strings.NewReader(""), &s.out, &s.errOut, func(string) string { return "" })
+	}()
+	return s
+}
+
+// waitForLog returns the submatches of the first log text re matches,
+// failing the test (and stopping the server) if none comes in 30 s.
+func (s *backgroundServer) waitForLog(re *regexp.Regexp) []string {
+	s.t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if m := re.FindStringSubmatch(s.errOut.String()); m != nil {
+			return m
+		}
+		if time.Now().After(deadline) {
+			s.stop()
+			s.t.Fatalf("no log line matches %s:\n%s", re, s.errOut.String())
+		}
+	}
+}
+
+// stop stops the server gracefully and fails the test if it did not
+// exit cleanly.
+func (s *backgroundServer) stop() {
+	if s.stopped {
+		return
+	}
+	s.stopped = true
+	s.cancel()
+	if err := <-s.done; err != nil {
+		s.t.Errorf("serve: %v", err)
 	}
 }

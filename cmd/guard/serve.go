@@ -62,14 +62,30 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return fmt.Errorf("listening on %s: %w", cfg.Addr, err)
 	}
 	cfg = cfg.Bound(ln.Addr().String())
+	var opLn net.Listener
+	if cfg.MetricsAddr != "" {
+		if opLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			ln.Close()
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return fmt.Errorf("listening on %s (metrics_addr): another process uses the port; choose another with -metrics-addr or GUARD_METRICS_ADDR: %w", cfg.MetricsAddr, err)
+			}
+			return fmt.Errorf("listening on %s (metrics_addr): %w", cfg.MetricsAddr, err)
+		}
+	}
+	closeListeners := func() {
+		ln.Close()
+		if opLn != nil {
+			opLn.Close()
+		}
+	}
 	svc, err := wire.Open(cfg, wire.Options{Logger: log})
 	if err != nil {
-		ln.Close()
+		closeListeners()
 		return err
 	}
 	if cfg.Dev {
 		if err := devBootstrap(ctx, svc, cfg, ln.Addr().String(), stdout); err != nil {
-			ln.Close()
+			closeListeners()
 			shutdown(svc, cfg.ShutdownTimeout)
 			return err
 		}
@@ -81,11 +97,23 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if cfg.JournalDir != "" {
 		attrs = append(attrs, "journal_dir", cfg.JournalDir)
 	}
+	if opLn != nil {
+		attrs = append(attrs, "metrics", "http://"+opLn.Addr().String()+"/metrics")
+	}
 	log.Info("serving", attrs...)
 	served := make(chan error, 1)
 	go func() { served <- svc.Serve(ln) }()
+	operatorFailed := make(chan error, 1)
+	if opLn != nil {
+		go func() {
+			if err := svc.ServeOperator(opLn); err != nil {
+				operatorFailed <- fmt.Errorf("operator listener: %w", err)
+			}
+		}()
+	}
 	select {
 	case err = <-served:
+	case err = <-operatorFailed:
 	case <-ctx.Done():
 		log.Info("stopping: finishing in-flight requests and flushing the journal (a second signal stops at once)",
 			"shutdown_timeout", cfg.ShutdownTimeout)

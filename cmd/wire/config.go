@@ -41,6 +41,12 @@ type Config struct {
 	// file's journal while the last one holds records not yet folded (stop
 	// the service cleanly before moving it, or move its files along).
 	JournalDir string `json:"journal_dir"`
+	// MetricsAddr is host:port of the operator listener: GET /metrics
+	// (counters in the Prometheus text format) and /debug/pprof/ (the
+	// runtime's profiles). Empty, the default, serves neither. It asks
+	// for no key: bind it to an address only operators reach (loopback,
+	// or a private network a scraper sits on), never the public one.
+	MetricsAddr string `json:"metrics_addr"`
 	// Dev bootstraps a practice owner, agent, key and funded pool on first
 	// start and prints how to use them.
 	Dev bool `json:"dev"`
@@ -144,6 +150,9 @@ func (c Config) Validate() error {
 	if strings.TrimSpace(c.Data) == "" {
 		return errors.New("config: data must name a directory for the journal")
 	}
+	if err := c.validateMetricsAddr(); err != nil {
+		return err
+	}
 	if c.ConsoleURL != "" {
 		u, err := url.Parse(c.ConsoleURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
@@ -193,6 +202,29 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: rate_limit_scale %v is too large for the limiter: %v", c.RateLimitScale, err)
 	}
 	return c.validateSMTP()
+}
+
+// validateMetricsAddr checks the operator listener's address: host:port,
+// and not the API's own (one port cannot serve both).
+func (c Config) validateMetricsAddr() error {
+	if c.MetricsAddr == "" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(c.MetricsAddr)
+	if err != nil || strings.ContainsAny(host, " \t") || !validPort(port) {
+		return fmt.Errorf("config: metrics_addr %q must be host:port, like 127.0.0.1:9464, or empty for no operator listener", c.MetricsAddr)
+	}
+	if apiHost, apiPort, err := net.SplitHostPort(c.Addr); err == nil && port != "0" && port == apiPort &&
+		(host == apiHost || host == "" || apiHost == "" || isWildcard(host) || isWildcard(apiHost)) {
+		return fmt.Errorf("config: metrics_addr %q is the API's address (addr %q); give the operator listener a port of its own, like 127.0.0.1:9464", c.MetricsAddr, c.Addr)
+	}
+	return nil
+}
+
+// isWildcard reports a listen host that means every address.
+func isWildcard(host string) bool {
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsUnspecified()
 }
 
 // validateSMTP checks the mail settings: all of them need smtp_addr.
@@ -373,6 +405,7 @@ var settingHelp = map[string]string{
 	"addr":                    "HTTP listen address, `host:port`",
 	"data":                    "`directory` of the data file (and of the journal, unless journal_dir)",
 	"journal_dir":             "`directory` of the journal's segment files, ideally on a disk of its own",
+	"metrics_addr":            "operator listener `host:port` for /metrics (Prometheus) and /debug/pprof/; empty: none",
 	"dev":                     "make a practice owner, agent, key and pool on first start, and print them",
 	"console_url":             "owner console `URL` used in approval links (default: this server's /console)",
 	"practice_pool":           "practice money (an `amount`) a new owner starts with",

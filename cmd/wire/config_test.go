@@ -98,6 +98,10 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		{"gc_percent", func(c *Config) { c.GCPercent = 10 }},
 		{"spare_procs", func(c *Config) { c.SpareProcs = -1 }},
 		{"spare_procs", func(c *Config) { c.SpareProcs = 65 }},
+		{"metrics_addr", func(c *Config) { c.MetricsAddr = "9464" }},
+		{"metrics_addr", func(c *Config) { c.MetricsAddr = "127.0.0.1:99999" }},
+		{"metrics_addr", func(c *Config) { c.MetricsAddr = c.Addr }},
+		{"metrics_addr", func(c *Config) { c.MetricsAddr = "0.0.0.0:8080" }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.field, func(t *testing.T) {
@@ -111,6 +115,13 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 	}
 	if err := Defaults().Validate(); err != nil {
 		t.Fatalf("defaults must be valid: %v", err)
+	}
+	for _, ok := range []string{"127.0.0.1:9464", "127.0.0.1:0", "10.0.0.5:8080", ":9464"} {
+		c := Defaults()
+		c.MetricsAddr = ok
+		if err := c.Validate(); err != nil {
+			t.Errorf("metrics_addr %q: %v", ok, err)
+		}
 	}
 }
 

@@ -3,9 +3,11 @@ package wire
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -16,6 +18,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/agentpay/guard/actors"
+	"github.com/agentpay/guard/internal/metrics"
 	"github.com/agentpay/guard/persistence"
 	"github.com/agentpay/guard/policy"
 	"github.com/agentpay/guard/transport"
@@ -35,15 +38,20 @@ const JournalFile = "guard.db"
 
 // Service is a running payment guard.
 type Service struct {
-	cfg    Config
-	log    *slog.Logger
-	store  *persistence.Store
-	sys    *actors.System
-	api    *transport.Server
-	keys   *receipt.Keyring
-	links  *approvallink.Signer
-	hooks  *webhook.Sender
-	closed sync.Once
+	cfg   Config
+	log   *slog.Logger
+	store *persistence.Store
+	sys   *actors.System
+	api   *transport.Server
+	keys  *receipt.Keyring
+	links *approvallink.Signer
+	hooks *webhook.Sender
+	// metrics counts for the operator listener; nil without metrics_addr.
+	metrics  *metrics.Metrics
+	opMu     sync.Mutex
+	operator *http.Server
+	stopping bool // Shutdown began: ServeOperator serves nothing more
+	closed   sync.Once
 }
 
 // Options are what the command line and tests can inject.
@@ -113,12 +121,18 @@ func Open(cfg Config, opts Options) (*Service, error) {
 		return nil, err
 	}
 	svc.hooks = webhook.NewSender(webhook.Options{PrivateLiveTargets: cfg.PrivateWebhookTargets})
+	var hooks actors.WebhookSender = svc.hooks
+	if cfg.MetricsAddr != "" {
+		svc.metrics = metrics.New()
+		svc.metrics.WatchStore(store)
+		hooks = svc.metrics.Webhooks(hooks)
+	}
 	svc.sys, err = actors.New(actors.Config{
 		Store: store, Clock: opts.Clock, Signer: keyringSigner{svc.keys}, Logger: log,
 		PracticeRail: rail.NewSimulated(rail.SimulatedOptions{Latency: cfg.SimulatedLatency}),
 		ConsoleURL:   cfg.ConsoleURL, IdleTimeout: cfg.IdleTimeout, SettleTimeout: cfg.SettleTimeout,
 		PracticePool: pool, LoosenDelay: cfg.LoosenDelay, Messenger: messenger,
-		WebhookSender: svc.hooks, PrivateWebhookTargets: cfg.PrivateWebhookTargets,
+		WebhookSender: hooks, PrivateWebhookTargets: cfg.PrivateWebhookTargets,
 	})
 	if err != nil {
 		store.Close()
@@ -127,6 +141,11 @@ func Open(cfg Config, opts Options) (*Service, error) {
 	failMu.Lock()
 	failed = svc.sys.StoreFailed
 	failMu.Unlock()
+	var observer transport.RequestObserver
+	if svc.metrics != nil {
+		svc.metrics.WatchSystem(svc.sys)
+		observer = svc.metrics
+	}
 	limits := newLimiter(cfg, opts.Clock, svc.sys)
 	pages, err := console.New(console.Config{System: svc.sys, Links: svc.links, Limits: limits, JWKS: svc.keys.JWKS,
 		URL: cfg.ConsoleURL, Logger: log})
@@ -136,7 +155,7 @@ func Open(cfg Config, opts Options) (*Service, error) {
 		return nil, err
 	}
 	svc.api = transport.NewServer(transport.Config{System: svc.sys, JWKS: svc.keys.JWKS, Logger: log,
-		Limits: limits, Pages: pages, AccessLog: cfg.AccessLog})
+		Limits: limits, Pages: pages, AccessLog: cfg.AccessLog, Metrics: observer})
 	return svc, nil
 }
 
@@ -199,12 +218,46 @@ func (s *Service) Handler() fasthttp.RequestHandler { return s.api.Handler() }
 // Serve answers HTTP on ln until Shutdown.
 func (s *Service) Serve(ln net.Listener) error { return s.api.Serve(ln) }
 
+// ServeOperator answers the operator listener on ln (see
+// Config.MetricsAddr) until Shutdown. Without metrics_addr it has nothing
+// to serve and refuses.
+func (s *Service) ServeOperator(ln net.Listener) error {
+	if s.metrics == nil {
+		_ = ln.Close()
+		return errors.New("wire: the operator listener needs metrics_addr")
+	}
+	s.opMu.Lock()
+	if s.stopping {
+		s.opMu.Unlock()
+		_ = ln.Close()
+		return nil
+	}
+	// Slow clients get no more than a scrape needs; a CPU profile or a
+	// trace takes as long as its seconds parameter asks.
+	srv := &http.Server{Handler: s.metrics.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	s.operator = srv
+	s.opMu.Unlock()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
 // Shutdown finishes in-flight requests, stops the actors (cancelling
 // vendor calls, whose outcome the next start verifies) and flushes the
 // journal.
 func (s *Service) Shutdown(ctx context.Context) error {
 	var err error
 	s.closed.Do(func() {
+		// The operator listener stops at once: a profile in progress is
+		// cut short rather than hold the stop.
+		s.opMu.Lock()
+		s.stopping = true
+		if s.operator != nil {
+			_ = s.operator.Close()
+		}
+		s.opMu.Unlock()
 		err = s.api.Shutdown(ctx)
 		s.sys.Close()
 		s.hooks.Close()

@@ -179,5 +179,30 @@ func bucketLow(i int) time.Duration {
 // Sum is the total of the recorded values.
 func (h *Histogram) Sum() time.Duration { return h.sum }
 
+// AtMost returns, for each bound (in increasing order), how many recorded
+// values are at most that bound: the cumulative buckets of a Prometheus
+// histogram. A value counts under a bound when its whole bucket lies
+// below it, so a count can miss values within 1% under the bound.
+func (h *Histogram) AtMost(bounds []time.Duration) []uint64 {
+	out := make([]uint64, len(bounds))
+	var seen uint64
+	b := 0
+	for i, c := range h.counts {
+		high := bucketHigh(i)
+		for b < len(bounds) && high > bounds[b] {
+			out[b] = seen
+			b++
+		}
+		if b == len(bounds) {
+			return out
+		}
+		seen += c
+	}
+	for ; b < len(bounds); b++ {
+		out[b] = seen
+	}
+	return out
+}
+
 // Min is the smallest recorded value (a bucket bound after Since).
 func (h *Histogram) Min() time.Duration { return h.min }

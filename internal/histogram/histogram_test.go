@@ -89,3 +89,20 @@ func TestSinceIsTheWindowAlone(t *testing.T) {
 	}()
 	start.Since(all)
 }
+
+func TestAtMostCountsCumulatively(t *testing.T) {
+	h := New()
+	for _, d := range []time.Duration{time.Millisecond, 2 * time.Millisecond, 2 * time.Millisecond, 10 * time.Millisecond, time.Hour} {
+		h.Record(d)
+	}
+	got := h.AtMost([]time.Duration{500 * time.Microsecond, 1500 * time.Microsecond, 5 * time.Millisecond, 20 * time.Millisecond, time.Minute})
+	want := []uint64{0, 1, 3, 4, 4}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("AtMost = %v, want %v", got, want)
+		}
+	}
+	if got := New().AtMost([]time.Duration{time.Second}); got[0] != 0 {
+		t.Fatalf("empty histogram: AtMost = %v, want [0]", got)
+	}
+}
