@@ -123,7 +123,17 @@ func (a *agentActor) changeAgent(m *agentAction) {
 	c := &change{}
 	var revoked []string
 	elsewhere := 0 // archived agents of the owner's other environment
+	var waiting []policy.Policy
 	if m.action == ActionArchive {
+		// An archived agent's rules are its last: the loosenings still
+		// waiting will never apply, and the owner hears so now, not an
+		// hour later from a version nobody can use.
+		hist, err := a.policyHistory(now)
+		if err != nil {
+			m.reply <- agentActionReply{err: ErrUnavailable}
+			return
+		}
+		waiting = hist.pending
 		// The quota is per owner (spec 8.3), practice and live together.
 		// archiveMu orders every archive, so two agents archived at once,
 		// in either environment, cannot both take the last place; the
@@ -203,6 +213,9 @@ func (a *agentActor) changeAgent(m *agentAction) {
 		a.env.state.ActiveAgents--
 		a.env.state.ArchivedAgents++
 		c.putRaw(bOwnerAgents, join(ag.OwnerID, string(EnvOf(ag.Livemode)), ag.ID), []byte(AgentArchived))
+		for _, w := range waiting {
+			a.cancelVersion(c, w, now)
+		}
 		for _, k := range a.sys.agentKeys(a.id) {
 			if k.RevokedAt == nil {
 				k.RevokedAt = &now
@@ -292,7 +305,11 @@ func (s *System) ListAgents(p Principal, q ListParams) (Page, error) {
 		return raw, ag.CreatedAt, true, nil
 	}
 	if cursor != "" {
-		return pg.run(pg.start(cursor))
+		key, err := pg.startAt(q, cursor, "an agent")
+		if err != nil {
+			return Page{}, err
+		}
+		return pg.run(key)
 	}
 	return pg.run(nil)
 }

@@ -84,7 +84,9 @@ func (s *System) RotateKey(ctx context.Context, p Principal, keyID string, grace
 	working, err := s.workingKeys(old.OwnerID, old.AgentID, old.Livemode)
 	if old.Kind == KindOwner {
 		quota, whose = MaxOwnerKeys, "the owner's owner keys (practice and live together)"
-		working, err = s.workingOwnerKeys(old.OwnerID)
+		var practice, live int
+		practice, live, err = s.workingOwnerKeys(old.OwnerID)
+		working = practice + live
 	}
 	if err != nil {
 		return CreatedKey{}, ErrUnavailable
@@ -136,13 +138,16 @@ func (s *System) CreateOwnerKey(ctx context.Context, p Principal) (CreatedKey, e
 	s.keyChangeMu.Lock()
 	defer s.keyChangeMu.Unlock()
 	now, keyNow := s.nowFor(p.OwnerID, p.Env()), s.keyNow(KindOwner, p.OwnerID, p.Livemode)
-	active, err := s.workingOwnerKeys(p.OwnerID)
+	practice, live, err := s.workingOwnerKeys(p.OwnerID)
 	if err != nil {
 		return CreatedKey{}, ErrUnavailable
 	}
-	if active >= MaxOwnerKeys {
+	if active := practice + live; active >= MaxOwnerKeys {
+		// A key of one environment does not see the other's keys: the
+		// message says where the places went and where to free one.
 		return CreatedKey{}, &Error{Code: CodeQuotaExceeded,
-			Message: fmt.Sprintf("This owner already has %d active owner keys, practice and live together, the most allowed (spec 8.3 counts them per owner); revoke one first.", active)}
+			Message: fmt.Sprintf("This owner already has %d active owner keys, practice and live together (%d practice, %d live), the most allowed (spec 8.3 counts them per owner); revoke one first. "+
+				"An owner key lists its own environment's keys (GET /v1/keys); the console's Keys page shows each environment's.", active, practice, live)}
 	}
 	k, secret := newKey(KindOwner, p.OwnerID, "", p.Env(), keyNow)
 	c := &change{}
@@ -182,13 +187,12 @@ func (s *System) workingKeys(ownerID, agentID string, livemode bool) (int, error
 
 // workingOwnerKeys counts the owner keys of both environments that still
 // work: the quota of spec 8.3 is per owner.
-func (s *System) workingOwnerKeys(ownerID string) (int, error) {
-	practice, err := s.workingKeys(ownerID, "", false)
-	if err != nil {
-		return 0, err
+func (s *System) workingOwnerKeys(ownerID string) (practice, live int, err error) {
+	if practice, err = s.workingKeys(ownerID, "", false); err != nil {
+		return 0, 0, err
 	}
-	live, err := s.workingKeys(ownerID, "", true)
-	return practice + live, err
+	live, err = s.workingKeys(ownerID, "", true)
+	return practice, live, err
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -232,6 +232,11 @@ func (a *agentActor) Receive(ctx actor.Context) {
 			msg.reply <- agentActionReply{err: a.loadErr}
 			return
 		}
+		// An archive cancels the waiting rules, which it reads from the
+		// store: it waits for the agent's own changes to them.
+		if msg.action == ActionArchive && a.holdUntilSettled(msg) {
+			return
+		}
 		a.changeAgent(msg)
 		a.publishView()
 	case *decideApproval:
@@ -305,6 +310,9 @@ func (a *agentActor) runHeld() {
 			a.publishView()
 		case *cancelPolicyChange:
 			a.cancelChange(m)
+		case *agentAction:
+			a.changeAgent(m)
+			a.publishView()
 		case *reloadAgent:
 			a.reloadPolicy()
 			a.publishView()
@@ -321,6 +329,8 @@ func (a *agentActor) refuseHeld(err *Error) {
 			m.reply <- publishReply{err: err}
 		case *cancelPolicyChange:
 			m.reply <- policyChangeReply{err: err}
+		case *agentAction:
+			m.reply <- agentActionReply{err: err}
 		case *reloadAgent:
 			m.reply <- nil
 		}

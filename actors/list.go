@@ -127,6 +127,24 @@ func (pg pager) start(id string) []byte {
 	return append(append([]byte{}, pg.prefix...), id...)
 }
 
+// startAt is where a page after or before cursor starts. The cursor
+// must be a key this list holds, from an earlier page: ids sort by time,
+// so any id would place a page, and an id of another agent or owner, or
+// one never issued, is a mistake to report, not a position to guess.
+// what names the list's objects ("a spend").
+func (pg pager) startAt(q ListParams, cursor, what string) ([]byte, error) {
+	key := pg.start(cursor)
+	v, err := pg.sys.store.Get(pg.bucket, key)
+	if err != nil {
+		return nil, ErrUnavailable
+	}
+	if v == nil {
+		return nil, &Error{Code: CodeParameterInvalid, Param: cursorParam(q),
+			Message: "The cursor must be the id of " + what + " this list holds, from an earlier page; " + cursor + " is not one."}
+	}
+	return key, nil
+}
+
 func normalizeLimit(n int) int {
 	if n <= 0 {
 		return DefaultPageSize
@@ -177,19 +195,9 @@ func (s *System) ListSpends(p Principal, q ListParams) (Page, error) {
 		return raw, sp.CreatedAt, true, nil
 	}
 	if cursor != "" {
-		// Spend ids sort by time, so any id would place a page. The
-		// cursor must be a spend this list holds, as an events cursor
-		// must be an event the caller was shown: an id of another agent
-		// or owner, or one never issued, is a mistake to report, not a
-		// position to guess.
-		key := pg.start(cursor)
-		v, err := s.store.Get(pg.bucket, key)
+		key, err := pg.startAt(q, cursor, "a spend")
 		if err != nil {
-			return Page{}, ErrUnavailable
-		}
-		if v == nil {
-			return Page{}, &Error{Code: CodeParameterInvalid, Param: cursorParam(q),
-				Message: "The cursor must be the id of a spend this list holds, from an earlier page; " + cursor + " is not one."}
+			return Page{}, err
 		}
 		return pg.run(key)
 	}

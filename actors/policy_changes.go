@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/agentpay/guard/persistence"
@@ -58,12 +59,26 @@ func nextPending(store *persistence.Store, agentID string, now time.Time) (polic
 func (a *agentActor) applyDuePolicy() {
 	now := a.now()
 	if a.policy.Version > a.agent.PolicyVersion {
+		// Every version that came due since the last announced one is
+		// announced, oldest first: a practice clock moved past several
+		// waiting loosenings at once (or a service down while they came
+		// due) applied each in turn, and each policy.change_requested
+		// ends in its policy.updated or policy.change_cancelled.
+		due, err := a.dueVersions(now)
+		if err != nil {
+			due = nil
+		}
+		if len(due) == 0 || due[len(due)-1].Version != a.policy.Version {
+			due = append(due, a.policy)
+		}
 		ag := a.agent
 		ag.PolicyVersion = a.policy.Version
 		c := &change{}
 		a.env.mu.Lock()
 		c.put(bAgents, []byte(a.id), ag)
-		c.event(a.env, a.id, "policy.updated", policyRef(&a.policy), audienceBoth, now)
+		for i := range due {
+			c.event(a.env, a.id, "policy.updated", policyRef(&due[i]), audienceBoth, now)
+		}
 		t := a.sys.commit(a.gen, a.env, c)
 		a.env.mu.Unlock()
 		a.agent = ag
@@ -72,6 +87,26 @@ func (a *agentActor) applyDuePolicy() {
 	if next, ok := nextPending(a.sys.store, a.id, now); ok {
 		a.sys.sendAfter(next.EffectiveAt.Sub(now), a.id, &reloadAgent{reply: make(chan error, 1)})
 	}
+}
+
+// dueVersions are the versions after the last announced one, up to the
+// one in effect, that were not cancelled, oldest first.
+func (a *agentActor) dueVersions(now time.Time) ([]policy.Policy, error) {
+	var due []policy.Policy
+	err := a.sys.store.Scan(bPolicies, prefixOf(a.id), versionKey(a.id, a.agent.PolicyVersion+1), false, func(_, v []byte) bool {
+		var p policy.Policy
+		if jsonUnmarshal(v, &p) != nil {
+			return true
+		}
+		if p.Version > a.policy.Version || p.EffectiveAt.After(now) {
+			return false
+		}
+		if c, _ := a.sys.store.Get(bPolicyCancels, []byte(p.ID)); c == nil {
+			due = append(due, p)
+		}
+		return true
+	})
+	return due, err
 }
 
 func policyRef(p *policy.Policy) map[string]any {
@@ -98,6 +133,83 @@ type PolicyChange struct {
 	CancelledAt *time.Time `json:"cancelled_at"`
 }
 
+// PolicyChanges lists the agent's versions that wait to apply, oldest
+// first: what the owner may still cancel. A version applies at its
+// effective_at unless cancelled, and each is built on the one before.
+func (s *System) PolicyChanges(p Principal, agentID string) ([]PolicyChange, error) {
+	ag, err := s.Agent(p, agentID)
+	if err != nil {
+		return nil, err
+	}
+	now := s.nowFor(ag.OwnerID, EnvOf(ag.Livemode))
+	out := []PolicyChange{}
+	err = s.store.Scan(bPolicies, prefixOf(agentID), nil, true, func(_, v []byte) bool {
+		var pol policy.Policy
+		if jsonUnmarshal(v, &pol) != nil {
+			return true
+		}
+		if !pol.EffectiveAt.After(now) {
+			return false // in effect: every older version is too, or superseded
+		}
+		if c, _ := s.store.Get(bPolicyCancels, []byte(pol.ID)); c == nil {
+			out = append(out, waitingChange(&pol))
+		}
+		return true
+	})
+	if err != nil {
+		return nil, ErrUnavailable
+	}
+	slices.Reverse(out)
+	return out, nil
+}
+
+// PolicyChange reads one published version as a policy_change: pending
+// while it waits, applied once its effective_at passed, or cancelled.
+func (s *System) PolicyChange(p Principal, policyID string) (PolicyChange, error) {
+	ag, ref, err := s.policyVersionOf(p, policyID)
+	if err != nil {
+		return PolicyChange{}, err
+	}
+	var pol policy.Policy
+	if ok, err := s.getJSON(bPolicies, ref, &pol); err != nil {
+		return PolicyChange{}, ErrUnavailable
+	} else if !ok || pol.ID != policyID {
+		return PolicyChange{}, errorf(CodeNotFound, "No policy change %s exists.", policyID)
+	}
+	pc := waitingChange(&pol)
+	if raw, err := s.store.Get(bPolicyCancels, []byte(pol.ID)); err != nil {
+		return PolicyChange{}, ErrUnavailable
+	} else if raw != nil {
+		var at time.Time
+		_ = at.UnmarshalText(raw)
+		pc.Status, pc.CancelledAt = "cancelled", &at
+	} else if !pol.EffectiveAt.After(s.nowFor(ag.OwnerID, EnvOf(ag.Livemode))) {
+		pc.Status = "applied"
+	}
+	return pc, nil
+}
+
+// policyVersionOf finds a published version by its id: the agent it
+// belongs to, which the principal must see, and its key in bPolicies.
+func (s *System) policyVersionOf(p Principal, policyID string) (Agent, []byte, error) {
+	notFound := errorf(CodeNotFound, "No policy change %s exists.", policyID)
+	if !ValidID("pol", policyID) {
+		return Agent{}, nil, notFound
+	}
+	ref, err := s.store.Get(bPolicyIDs, []byte(policyID))
+	if err != nil {
+		return Agent{}, nil, ErrUnavailable
+	}
+	if len(ref) < 9 {
+		return Agent{}, nil, notFound
+	}
+	ag, err := s.Agent(p, string(ref[:len(ref)-9]))
+	if err != nil {
+		return Agent{}, nil, notFound
+	}
+	return ag, ref, nil
+}
+
 type cancelPolicyChange struct {
 	policyID string
 	reply    chan policyChangeReply
@@ -113,22 +225,11 @@ type policyChangeReply struct {
 // a cancelled change answers it unchanged; one already in effect cannot be
 // cancelled (publish a tightening instead).
 func (s *System) CancelPolicyChange(ctx context.Context, p Principal, policyID string) (PolicyChange, error) {
-	notFound := errorf(CodeNotFound, "No policy change %s exists.", policyID)
-	if !ValidID("pol", policyID) {
-		return PolicyChange{}, notFound
-	}
-	ref, err := s.store.Get(bPolicyIDs, []byte(policyID))
+	ag, _, err := s.policyVersionOf(p, policyID)
 	if err != nil {
-		return PolicyChange{}, ErrUnavailable
+		return PolicyChange{}, err
 	}
-	if len(ref) < 9 {
-		return PolicyChange{}, notFound
-	}
-	agentID := string(ref[:len(ref)-9])
-	if _, err := s.Agent(p, agentID); err != nil {
-		return PolicyChange{}, notFound
-	}
-	r, err := ask(ctx, s, agentID, func(reply chan policyChangeReply) any {
+	r, err := ask(ctx, s, ag.ID, func(reply chan policyChangeReply) any {
 		return &cancelPolicyChange{policyID: policyID, reply: reply}
 	})
 	if err != nil {

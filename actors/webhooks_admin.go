@@ -266,6 +266,15 @@ func (s *System) RotateWebhookSecret(ctx context.Context, p Principal, id string
 	cur := h.cur.Load()
 	e := *cur
 	now := s.nowFor(p.OwnerID, p.Env())
+	if graceHours > 0 && cur.PreviousSecret != "" && cur.PreviousUntil != nil && now.Before(*cur.PreviousUntil) {
+		// Deliveries are signed with the current secret and the one
+		// before it: a second rotation with a grace would end the first
+		// one's grace early, without a word, while its receiver may still
+		// check the oldest secret. As with keys, one overlap at a time.
+		return WebhookEndpointWithSecret{}, &Error{Code: CodeConflict, Message: fmt.Sprintf(
+			"The secret replaced by the last rotation still signs deliveries until %s; rotate with grace_period_hours 0 to end it now with this rotation, or wait until then.",
+			cur.PreviousUntil.UTC().Format(time.RFC3339))}
+	}
 	e.PreviousSecret, e.PreviousUntil = "", nil
 	if graceHours > 0 {
 		until := now.Add(time.Duration(graceHours) * time.Hour)

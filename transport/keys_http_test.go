@@ -195,7 +195,7 @@ func TestOwnerKeysQuota(t *testing.T) {
 	for _, key := range []string{e.owner.TestKey, e.owner.LiveKey} {
 		refused := wantError(t, call(t, e.srv, http.MethodPost, "/v1/owner_keys", key, nil, nil),
 			409, "invalid_request_error", "quota_exceeded", "")
-		if msg, _ := refused["message"].(string); !strings.Contains(msg, "3 active owner keys, practice and live together") {
+		if msg, _ := refused["message"].(string); !strings.Contains(msg, "3 active owner keys, practice and live together (2 practice, 1 live)") {
 			t.Errorf("the quota message does not say what counts: %q", msg)
 		}
 	}

@@ -399,3 +399,30 @@ func TestEventTypeFilterAndRepeatedParameters(t *testing.T) {
 	r := call(t, e.srv, http.MethodGet, "/v1/spends/"+id+"?wait_seconds=1&wait_seconds=2", e.agentKey, nil, nil)
 	wantError(t, r, http.StatusBadRequest, "invalid_request_error", "parameter_invalid", "wait_seconds")
 }
+
+// An agents cursor must be an agent the list holds: an id never issued or
+// another owner's agent is reported, as for spends and keys, instead of
+// placing the page (and telling where the other owner's agent sorts).
+func TestAgentCursorsMustBeOnTheList(t *testing.T) {
+	e := start(t)
+	mine, _ := e.srv.NewAgent(t, e.owner.TestKey, testPolicy)
+	stranger := e.srv.NewOwner(t)
+	theirs, _ := e.srv.NewAgent(t, stranger.TestKey, testPolicy)
+	for _, q := range []string{
+		"starting_after=agt_ffffffffffffffffffffffffffffffff",
+		"starting_after=" + theirs,
+		"ending_before=" + theirs,
+	} {
+		param, _, _ := strings.Cut(q, "=")
+		r := call(t, e.srv, http.MethodGet, "/v1/agents?"+q, e.owner.TestKey, nil, nil)
+		er := wantError(t, r, http.StatusBadRequest, "invalid_request_error", "parameter_invalid", param)
+		if msg, _ := er["message"].(string); !strings.Contains(msg, "an agent this list holds") {
+			t.Errorf("%s: message %q", q, msg)
+		}
+	}
+	wantError(t, call(t, e.srv, http.MethodGet, "/v1/agents?starting_after="+mine, e.owner.LiveKey, nil, nil),
+		http.StatusBadRequest, "invalid_request_error", "parameter_invalid", "starting_after")
+	if ids, _ := listIDs(t, e.srv, e.owner.TestKey, "/v1/agents?starting_after="+mine); len(ids) != 1 || ids[0] != e.agentID {
+		t.Errorf("starting_after the newest agent: %v, want the first agent %s", ids, e.agentID)
+	}
+}

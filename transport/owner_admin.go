@@ -81,6 +81,29 @@ func (s *Server) cancelPolicyChange(c *call) *apiError {
 	return nil
 }
 
+// listPolicyChanges answers the agent's versions that wait to apply,
+// oldest first: what the owner may still cancel.
+func (s *Server) listPolicyChanges(c *call) *apiError {
+	id, _ := c.ctx.UserValue("id").(string)
+	changes, err := s.sys.PolicyChanges(c.who, id)
+	if err != nil {
+		return fromActors(err)
+	}
+	writeJSON(c.ctx, 200, c.reqID, map[string]any{"object": "list", "data": changes, "has_more": false,
+		"url": "/v1/agents/" + id + "/policy_changes"})
+	return nil
+}
+
+func (s *Server) getPolicyChange(c *call) *apiError {
+	id, _ := c.ctx.UserValue("id").(string)
+	pc, err := s.sys.PolicyChange(c.who, id)
+	if err != nil {
+		return fromActors(err)
+	}
+	writeJSON(c.ctx, 200, c.reqID, pc)
+	return nil
+}
+
 type renameBody struct {
 	Name *string `json:"name"`
 }

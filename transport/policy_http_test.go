@@ -307,3 +307,122 @@ func TestPolicyBodiesRefuseWhatTheyCannotMean(t *testing.T) {
 	// The fields that take null still do: no lifetime cap.
 	mustStatus(t, call(t, e.srv, http.MethodPost, path, owner, nil, `{"lifetime_cap":null}`), http.StatusOK)
 }
+
+// Three loosenings waiting at once, each built on the one before, come due
+// together when the practice clock moves past them: each is announced with
+// its policy.updated, oldest first, so every policy.change_requested ends
+// in an update or a cancellation.
+func TestLooseningsThatComeDueTogetherAreEachAnnounced(t *testing.T) {
+	e := start(t)
+	var waiting []string
+	for _, pattern := range []string{"a.example.com", "b.example.com", "c.example.com"} {
+		v := addDestination(t, e, "trusted", pattern)
+		if v["effective_at"] == v["created_at"] {
+			t.Fatalf("trusting %s must wait: %v", pattern, v)
+		}
+		waiting = append(waiting, v["id"].(string))
+	}
+	advanceClock(t, e, 3601)
+	if got := call(t, e.srv, http.MethodGet, "/v1/policy", e.agentKey, nil, nil); len(got.Body["trusted_destinations"].([]any)) != 5 {
+		t.Fatalf("after the hour: %s", got.Raw)
+	}
+	r := call(t, e.srv, http.MethodGet, "/v1/events?type=policy.updated&limit=10", e.owner.TestKey, nil, nil)
+	mustStatus(t, r, http.StatusOK)
+	data := r.Body["data"].([]any)
+	var announced []string
+	for i := len(data) - 1; i >= 0; i-- { // the list is newest first
+		announced = append(announced, data[i].(map[string]any)["data"].(map[string]any)["object"].(map[string]any)["id"].(string))
+	}
+	if strings.Join(announced, ",") != strings.Join(waiting, ",") {
+		t.Fatalf("policy.updated announced %v, want each waiting version in order %v", announced, waiting)
+	}
+	agent := call(t, e.srv, http.MethodGet, "/v1/agents/"+e.agentID, e.owner.TestKey, nil, nil)
+	if agent.Body["policy_version"] != 4.0 {
+		t.Fatalf("the agent reads policy_version %v, want 4", agent.Body["policy_version"])
+	}
+}
+
+// Archiving an agent cancels the loosenings that wait for it, each with
+// its policy.change_cancelled: an archived agent's rules are its last, and
+// the version must not apply an hour later, unannounced.
+func TestArchiveCancelsWaitingRules(t *testing.T) {
+	e := start(t)
+	v := addDestination(t, e, "trusted", "later.example.com")
+	before := call(t, e.srv, http.MethodGet, "/v1/agents/"+e.agentID+"/policy", e.owner.TestKey, nil, nil)
+	mustStatus(t, call(t, e.srv, http.MethodPost, "/v1/agents/"+e.agentID+"/archive", e.owner.TestKey, nil, nil), http.StatusOK)
+	if ids, _ := listIDs(t, e.srv, e.owner.TestKey, "/v1/events?type=policy.change_cancelled"); len(ids) != 1 {
+		t.Fatalf("%d policy.change_cancelled events after the archive, want 1", len(ids))
+	}
+	c := call(t, e.srv, http.MethodPost, "/v1/policy_changes/"+v["id"].(string)+"/cancel", e.owner.TestKey, nil, nil)
+	mustStatus(t, c, http.StatusOK)
+	if c.Body["status"] != "cancelled" {
+		t.Fatalf("the waiting change after the archive: %s", c.Raw)
+	}
+	advanceClock(t, e, 7200)
+	after := call(t, e.srv, http.MethodGet, "/v1/agents/"+e.agentID+"/policy", e.owner.TestKey, nil, nil)
+	if after.Body["version"] != before.Body["version"] || len(after.Body["trusted_destinations"].([]any)) != len(before.Body["trusted_destinations"].([]any)) {
+		t.Fatalf("the archived agent's rules changed: before %s, after %s", before.Raw, after.Raw)
+	}
+	if ids, _ := listIDs(t, e.srv, e.owner.TestKey, "/v1/events?type=policy.updated"); len(ids) != 0 {
+		t.Fatalf("%d policy.updated events for an archived agent", len(ids))
+	}
+}
+
+// The owner reads what waits: GET /v1/agents/{id}/policy_changes lists the
+// waiting versions oldest first, and GET /v1/policy_changes/{id} reads one
+// as pending, applied or cancelled.
+func TestOwnerReadsWaitingPolicyChanges(t *testing.T) {
+	e := start(t)
+	list := func() []any {
+		t.Helper()
+		r := call(t, e.srv, http.MethodGet, "/v1/agents/"+e.agentID+"/policy_changes", e.owner.TestKey, nil, nil)
+		mustStatus(t, r, http.StatusOK)
+		if r.Body["object"] != "list" || r.Body["url"] != "/v1/agents/"+e.agentID+"/policy_changes" {
+			t.Fatalf("policy_changes answered %s", r.Raw)
+		}
+		return r.Body["data"].([]any)
+	}
+	status := func(id string) string {
+		t.Helper()
+		r := call(t, e.srv, http.MethodGet, "/v1/policy_changes/"+id, e.owner.TestKey, nil, nil)
+		mustStatus(t, r, http.StatusOK)
+		return r.Body["status"].(string)
+	}
+	if got := list(); len(got) != 0 {
+		t.Fatalf("nothing waits yet, the list holds %v", got)
+	}
+	first := addDestination(t, e, "trusted", "one.example.com")["id"].(string)
+	second := addDestination(t, e, "trusted", "two.example.com")["id"].(string)
+	got := list()
+	if len(got) != 2 || got[0].(map[string]any)["id"] != first || got[1].(map[string]any)["id"] != second ||
+		got[0].(map[string]any)["status"] != "pending" {
+		t.Fatalf("waiting changes %v, want %s then %s, pending", got, first, second)
+	}
+	if s := status(first); s != "pending" {
+		t.Fatalf("the first change reads %s, want pending", s)
+	}
+	mustStatus(t, call(t, e.srv, http.MethodPost, "/v1/policy_changes/"+second+"/cancel", e.owner.TestKey, nil, nil), http.StatusOK)
+	if got := list(); len(got) != 1 || got[0].(map[string]any)["id"] != first {
+		t.Fatalf("after cancelling the second: %v", got)
+	}
+	if s := status(second); s != "cancelled" {
+		t.Fatalf("the cancelled change reads %s", s)
+	}
+	advanceClock(t, e, 3601)
+	if s := status(first); s != "applied" {
+		t.Fatalf("after its hour the first change reads %s, want applied", s)
+	}
+	if got := list(); len(got) != 0 {
+		t.Fatalf("after the hour the list holds %v", got)
+	}
+	// Owner keys only, and only the owner's own.
+	wantError(t, call(t, e.srv, http.MethodGet, "/v1/policy_changes/"+first, e.agentKey, nil, nil),
+		403, "permission_error", "key_kind_not_allowed", "")
+	other := e.srv.NewOwner(t)
+	wantError(t, call(t, e.srv, http.MethodGet, "/v1/policy_changes/"+first, other.TestKey, nil, nil),
+		404, "not_found_error", "resource_missing", "")
+	wantError(t, call(t, e.srv, http.MethodGet, "/v1/agents/"+e.agentID+"/policy_changes", other.TestKey, nil, nil),
+		404, "not_found_error", "resource_missing", "")
+	wantError(t, call(t, e.srv, http.MethodGet, "/v1/policy_changes/pol_nothing", e.owner.TestKey, nil, nil),
+		404, "not_found_error", "resource_missing", "")
+}

@@ -194,6 +194,8 @@ func (s *Server) routes(r *router.Router) {
 	r.GET("/v1/test/clock", s.wrap(s.practiceControl(noQuery(s.getTestClock))))
 	r.POST("/v1/test/clock/advance", s.wrap(s.practiceControl(noQuery(s.advanceTestClock))))
 	r.POST("/v1/test/reset", s.wrap(s.practiceControl(noQuery(s.resetPractice))))
+	r.GET("/v1/agents/{id}/policy_changes", s.wrap(s.ownerOnly(noQuery(s.listPolicyChanges))))
+	r.GET("/v1/policy_changes/{id}", s.wrap(s.ownerOnly(noQuery(s.getPolicyChange))))
 	r.POST("/v1/policy_changes/{id}/cancel", s.wrap(s.ownerOnly(noQuery(s.cancelPolicyChange), ratelimit.AdminWrites)))
 	s.webhookRoutes(r)
 	s.notificationRoutes(r)
@@ -410,6 +412,13 @@ var (
 
 // checkVersion refuses a Service-Version pin this server does not speak.
 func checkVersion(c *call) *apiError {
+	// PeekAll reuses the header's own buffer: no allocation per request.
+	if n := len(c.ctx.Request.Header.PeekAll("Service-Version")); n > 1 {
+		// Which one would count is the order they came in, which a proxy
+		// may change: the caller says which version it speaks, once.
+		return badParam(codeHeaderInvalid, "Service-Version",
+			fmt.Sprintf("Send one Service-Version header; this request has %d.", n))
+	}
 	if v := c.ctx.Request.Header.Peek("Service-Version"); len(v) > 0 && string(v) != APIVersion {
 		return badParam(codeUnknownVersion, "Service-Version",
 			"Service-Version "+clip(string(v), 40)+" is not known; use "+APIVersion+" or omit the header.")

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/agentpay/guard/transport"
 )
 
 // Authorization and Idempotency-Key are single headers. Sent twice, a
@@ -28,6 +30,18 @@ func TestRepeatedSingleHeadersAreRefused(t *testing.T) {
 				"\r\nIdempotency-Key: first\r\nIdempotency-Key: second\r\nContent-Type: application/json\r\nContent-Length: " +
 				strconv.Itoa(len(body)) + "\r\n\r\n" + body,
 			code: "idempotency_key_invalid", param: "Idempotency-Key",
+		},
+		// Which one counts must not depend on their order.
+		"two Service-Versions": {
+			raw: "POST /v1/spends HTTP/1.1\r\nHost: guard\r\nAuthorization: Bearer " + e.agentKey +
+				"\r\nService-Version: 1999-01-01\r\nService-Version: " + transport.APIVersion + "\r\nIdempotency-Key: versions\r\nContent-Type: application/json\r\nContent-Length: " +
+				strconv.Itoa(len(body)) + "\r\n\r\n" + body,
+			code: "header_invalid", param: "Service-Version",
+		},
+		"an empty Service-Version, then another": {
+			raw: "GET /v1/me HTTP/1.1\r\nHost: guard\r\nAuthorization: Bearer " + e.agentKey +
+				"\r\nService-Version: \r\nService-Version: 1999-01-01\r\n\r\n",
+			code: "header_invalid", param: "Service-Version",
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -261,6 +261,19 @@ func TestWebhookSecretRotation(t *testing.T) {
 		t.Fatalf("the first v1 value is not the new secret's: %q", h.sig())
 	}
 
+	// One overlap at a time: a second rotation with a grace would end the
+	// first one's early, without a word. It is refused and changes
+	// nothing.
+	again := wantError(t, call(t, e.srv, http.MethodPost, "/v1/webhook_endpoints/"+id+"/rotate_secret", e.owner.TestKey, nil, `{"grace_period_hours":24}`),
+		409, "invalid_request_error", "state_conflict", "")
+	if msg, _ := again["message"].(string); !strings.Contains(msg, "2026-10-02T12:00:00Z") || !strings.Contains(msg, "grace_period_hours 0") {
+		t.Fatalf("the refused second rotation says %q", msg)
+	}
+	sendTest(t, e.srv, e.owner.TestKey, id)
+	if h := rc.next(t); func() bool { _, ok := signedBy(t, h.sig(), h.body, oldSecret); return !ok }() {
+		t.Fatalf("after the refused rotation the old secret no longer signs: %q", h.sig())
+	}
+
 	advanceClock(t, e, 24*3600) // the overlap ends
 	if g := getEndpoint(t, e.srv, e.owner.TestKey, id); g["previous_secret_expires_at"] != nil {
 		t.Fatalf("after the overlap previous_secret_expires_at = %v", g["previous_secret_expires_at"])

@@ -457,6 +457,10 @@ func TestServerMatchesDocument(t *testing.T) {
 	other := h.want(h.do("POST", "/v1/agents", owner, nil, `{"name":"loose"}`), 201, "")
 	h.clock.Advance(time.Minute) // the administration writes above used this key's burst
 	waiting := h.want(h.do("POST", "/v1/agents/"+other.str("id")+"/policy", owner, nil, `{"daily_cap":"60.00","trusted_destinations":["new.example.org"]}`), 200, "")
+	h.want(h.do("GET", "/v1/agents/"+other.str("id")+"/policy_changes", owner, nil, ""), 200, "")
+	h.want(h.do("GET", "/v1/agents/agt_00000000000000000000000000000000/policy_changes", owner, nil, ""), 404, "resource_missing")
+	h.want(h.do("GET", "/v1/policy_changes/"+waiting.str("id"), owner, nil, ""), 200, "")
+	h.want(h.do("GET", "/v1/policy_changes/"+waiting.str("id"), agent, nil, ""), 403, "key_kind_not_allowed")
 	h.want(h.do("POST", "/v1/policy_changes/"+waiting.str("id")+"/cancel", owner, nil, ""), 200, "")
 	h.want(h.do("POST", "/v1/policy_changes/pol_00000000000000000000000000000000/cancel", owner, nil, ""), 404, "resource_missing")
 	h.want(h.do("POST", "/v1/agents/"+other.str("id")+"/pause", owner, nil, ""), 200, "")

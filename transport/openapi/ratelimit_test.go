@@ -174,6 +174,8 @@ func TestRateLimitedAnswersMatchDocument(t *testing.T) {
 		{"POST", "/v1/agents/" + agt + "/resume", owner, ""},
 		{"POST", "/v1/agents/" + agt + "/archive", owner, ""},
 		{"POST", "/v1/policy_changes/pol_00000000000000000000000000000000/cancel", owner, ""},
+		{"GET", "/v1/policy_changes/pol_00000000000000000000000000000000", owner, ""},
+		{"GET", "/v1/agents/" + agt + "/policy_changes", owner, ""},
 		{"GET", "/v1/keys", owner, ""},
 		{"POST", "/v1/keys/key_00000000000000000000000000000000/revoke", owner, ""},
 		{"POST", "/v1/keys/key_00000000000000000000000000000000/rotate", owner, ""},

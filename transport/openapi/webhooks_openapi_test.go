@@ -56,6 +56,8 @@ func exerciseWebhooks(t *testing.T, h *harness) {
 	if rot.str("secret") == ep.str("secret") || rot.str("secret") == "" {
 		t.Errorf("rotation kept the secret")
 	}
+	h.want(h.do("POST", path+"/"+id+"/rotate_secret", owner, nil, `{"grace_period_hours":2}`), 409, "state_conflict")
+	h.want(h.do("POST", path+"/"+id+"/rotate_secret", owner, nil, `{"grace_period_hours":0}`), 200, "")
 	h.want(h.do("POST", path+"/"+id+"/rotate_secret", owner, nil, `{"grace_period_hours":2}`), 200, "")
 	h.want(h.do("POST", path+"/"+id+"/rotate_secret", owner, nil, `{"grace_period_hours":-1}`), 400, "parameter_invalid")
 	h.want(h.do("POST", path+"/we_00000000000000000000000000000000/rotate_secret", owner, nil, ""), 404, "resource_missing")
