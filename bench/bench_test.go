@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"math"
 	"os"
@@ -204,7 +205,7 @@ func TestRunAtAnOfferedRate(t *testing.T) {
 	// 4 connections at 100/s in all: one request every 40 ms on each,
 	// so a 1-second window holds exactly 25 due requests per connection.
 	cfg := Config{Agents: 5, Conns: 4, Duration: time.Second, Warmup: 100 * time.Millisecond, Rate: 100,
-		IdleTimeout: time.Minute, Seed: 5, Phases: []string{"check"}}
+		IdleTimeout: time.Minute, Seed: 5, Phases: []string{"check"}, CeilingDuration: 50 * time.Millisecond}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, cfg)
@@ -221,8 +222,13 @@ func TestRunAtAnOfferedRate(t *testing.T) {
 			failed += n
 		}
 	}
-	if got := c.Requests + failed + c.NotSent; got != 100 {
-		t.Errorf("%d answered + %d failed + %d never sent = %d, want the 100 due in the window", c.Requests, failed, c.NotSent, got)
+	if got := c.Requests + failed + c.NotSent + c.Unanswered; got != 100 {
+		t.Errorf("%d answered + %d failed + %d never sent + %d unanswered at the close = %d, want the 100 due in the window",
+			c.Requests, failed, c.NotSent, c.Unanswered, got)
+	}
+	// A paced rate is no share of the ceiling, which runs unpaced.
+	if cr := rep.Ceiling; cr == nil || cr.CheckShare != 0 || !strings.Contains(cr.NotCompared, "-rate") {
+		t.Errorf("ceiling of a paced run: %+v, want it shown but not compared", cr)
 	}
 	if c.Requests == 0 || c.OK != c.Requests {
 		t.Errorf("%d answered, %d ok", c.Requests, c.OK)
@@ -275,7 +281,9 @@ func TestConfigValidate(t *testing.T) {
 		{Config{OwnerKey: "svc_test_owner_x"}, "-owner-key needs -target"},
 		{Config{Target: "127.0.0.1:8080", OwnerKey: "svc_test_owner_x"}, "-target"},
 		{Config{Target: "http://127.0.0.1:8080", OwnerKey: "svc_live_owner_x"}, "practice owner key"},
-		{Config{Target: "http://127.0.0.1:8080", OwnerKey: "svc_test_owner_x,svc_live_owner_y"}, "key 2 of 2 is not a practice owner key"},
+		{Config{Target: "http://127.0.0.1:8080", OwnerKey: "svc_test_owner_x,svc_live_owner_y"}, "key 2 of 2 is a live owner key"},
+		{Config{Target: "http://127.0.0.1:8080", OwnerKey: "svc_test_owner_x,owner_y"}, "key 2 of 2 is not a practice owner key"},
+		{Config{Target: "http://127.0.0.1:8080", OwnerKey: "svc_test_agent_x"}, "key 1 of 1 is an agent key; -owner-key takes a practice owner key (svc_test_owner_...)"},
 		{Config{Target: "http://127.0.0.1:8080", OwnerKey: "svc_test_owner_x, svc_test_owner_x"}, "key 2 of 2 repeats"},
 		{Config{Target: "http://127.0.0.1:8080", OwnerKey: " , "}, "needs -owner-key"},
 		{Config{ProfilePhase: "nope"}, "-profile-phase"},
@@ -289,6 +297,8 @@ func TestConfigValidate(t *testing.T) {
 		{Config{Rate: math.NaN()}, "-rate must be a number"},
 		{Config{Rate: math.Inf(1)}, "-rate must be a number"},
 		{Config{Rate: 1, Conns: 64}, "less than once a minute"},
+		{Config{Rate: 1e11, Conns: 64}, "-rate 1e+11 is more than the bench can pace over 64 connections: at most 64000000 requests/s"},
+		{Config{Rate: 2e6 + 1, Conns: 2}, "-rate"},
 	} {
 		err := tc.cfg.WithDefaults().Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -310,6 +320,62 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if err := Defaults().WithDefaults().Validate(); err != nil {
 		t.Errorf("defaults: %v", err)
+	}
+	if err := (Config{Rate: 2e6, Conns: 2}).WithDefaults().Validate(); err != nil {
+		t.Errorf("one request per microsecond on each connection: %v", err)
+	}
+	// The pacer's interval at the most it paces is still a real interval.
+	if p := newPacer(maxRate(64), 64, 0, time.Now()); p.interval <= 0 {
+		t.Errorf("interval %v at the highest rate", p.interval)
+	}
+}
+
+// TestSeedZeroIsASeed: a seed of 0 is kept, not taken for the default.
+func TestSeedZeroIsASeed(t *testing.T) {
+	if got := (Config{Seed: 0}).WithDefaults().Seed; got != 0 {
+		t.Errorf("seed 0 became %d", got)
+	}
+}
+
+// TestOpenFilesHint: running out of open files anyway (other files open,
+// a limit lowered since) ends with what to do, naming -conns and ulimit.
+func TestOpenFilesHint(t *testing.T) {
+	err := withOpenFilesHint(errors.New("stopping the service: accept4: too many open files"), 30000)
+	if err == nil || !strings.Contains(err.Error(), "accept4: too many open files") ||
+		!strings.Contains(err.Error(), "-conns 30000: lower -conns, or raise the open-files limit (ulimit -n, now") {
+		t.Errorf("error %v, want the cause and what to do", err)
+	}
+	other := errors.New("connection refused")
+	if got := withOpenFilesHint(other, 30000); got != other {
+		t.Errorf("another error became %v", got)
+	}
+}
+
+// TestConnsBeyondTheOpenFilesLimit: more connections than the process may
+// open files for is refused before the run, naming -conns and the limit.
+func TestConnsBeyondTheOpenFilesLimit(t *testing.T) {
+	for _, c := range []struct {
+		cfg   Config
+		limit uint64
+		want  string
+	}{
+		{Config{Conns: 1000}, 1024, "-conns 1000 needs about 2064 open files (two open files each in-process"},
+		{Config{Conns: 1000, Target: "http://127.0.0.1:1"}, 1024, "more than this process may open (1024, ulimit -n)"},
+		{Config{Conns: 900, Target: "http://127.0.0.1:1"}, 1024, ""},
+		{Config{Conns: 1000}, 0, ""}, // unknown limit: nothing to check
+	} {
+		err := c.cfg.checkOpenFiles(c.limit)
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%d connections (target %q), limit %d: %v, want %q", c.cfg.Conns, c.cfg.Target, c.limit, err, c.want)
+		}
+	}
+	limit := openFilesLimit()
+	if limit == 0 || limit > math.MaxInt32 {
+		t.Skipf("open-files limit %d", limit)
+	}
+	err := Config{Conns: int(limit)}.WithDefaults().Validate()
+	if err == nil || !strings.Contains(err.Error(), "-conns") || !strings.Contains(err.Error(), "ulimit -n") {
+		t.Errorf("as many connections as the limit (%d): %v", limit, err)
 	}
 }
 
@@ -537,11 +603,11 @@ func TestCeilingStopsRightAfterStart(t *testing.T) {
 func TestMostlyRateLimitedIsAnError(t *testing.T) {
 	rep := &Report{Spends: PhaseReport{Name: "spends", Requests: 1000, OK: 100,
 		Errors: map[string]int64{"429 rate_limited": 900}}}
-	if err := rep.RateLimited(); err == nil || !strings.Contains(err.Error(), "-rate-limits=false") {
+	if err := rep.rateLimitError(); err == nil || !strings.Contains(err.Error(), "-rate-limits=false") {
 		t.Fatalf("900 of 1000 refused: %v", err)
 	}
 	rep.Spends.Errors["429 rate_limited"], rep.Spends.OK = 10, 990
-	if err := rep.RateLimited(); err != nil {
+	if err := rep.rateLimitError(); err != nil {
 		t.Fatalf("10 of 1000 refused: %v", err)
 	}
 }

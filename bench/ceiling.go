@@ -88,25 +88,42 @@ type CeilingReport struct {
 	Slices []PhaseReport `json:"slices"`
 	// Balance and Check are the ceilings around each phase (req/s), and
 	// the shares the phases reached of them (percent); zero for a phase
-	// that did not run.
+	// that did not run, and the shares zero when NotCompared says why the
+	// phases are no share of the ceiling.
 	Balance      float64 `json:"balance_per_second"`
 	Check        float64 `json:"check_per_second"`
-	BalanceShare float64 `json:"balance_percent"`
-	CheckShare   float64 `json:"check_percent"`
+	BalanceShare float64 `json:"balance_percent,omitempty"`
+	CheckShare   float64 `json:"check_percent,omitempty"`
+	NotCompared  string  `json:"not_compared,omitempty"`
+}
+
+// ceilingIncomparable says why the read phases of a run are no share of
+// the loopback ceiling, or "" when they are: the ceiling is this
+// process's own do-nothing handler driven as fast as it answers, so only
+// reads of a service in this process, driven the same way, compare.
+func ceilingIncomparable(cfg Config) string {
+	switch {
+	case cfg.Target != "":
+		return "the ceiling is a handler inside the bench process, and the -target server runs elsewhere (another process, maybe another machine, with its own cores and network); its figures say what this machine's loopback and HTTP allow, not what the server could reach"
+	case cfg.Rate > 0:
+		return "-rate paces the reads at a fixed rate (an open loop) while the ceiling runs as fast as answers come; a paced rate is no share of the most the loopback can do"
+	}
+	return ""
 }
 
 // newCeilingReport compares the read phases, in the order they ran, with
 // the slices around them: slices[k] and slices[k+1] bracket reads[k]. A run
-// cancelled before its last slice compares nothing.
-func newCeilingReport(slices []PhaseReport, reads ...PhaseReport) *CeilingReport {
-	r := &CeilingReport{Slices: slices}
+// cancelled before its last slice compares nothing; with a reason not to
+// compare (notCompared), the ceilings are given without the shares.
+func newCeilingReport(notCompared string, slices []PhaseReport, reads ...PhaseReport) *CeilingReport {
+	r := &CeilingReport{Slices: slices, NotCompared: notCompared}
 	if len(slices) != len(reads)+1 {
 		return r
 	}
 	for k, p := range reads {
 		ceiling := (slices[k].PerSecond + slices[k+1].PerSecond) / 2
 		share := 0.0
-		if ceiling > 0 {
+		if ceiling > 0 && notCompared == "" {
 			share = 100 * p.PerSecond / ceiling
 		}
 		switch p.Name {

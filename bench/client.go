@@ -82,10 +82,9 @@ func callOnce(ctx context.Context, c *fasthttp.HostClient, method, path, key str
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	req := fasthttp.AcquireRequest()
-	resp := fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseRequest(req)
-	defer fasthttp.ReleaseResponse(resp)
+	// Not from the pools: a call abandoned when ctx ends leaves them to
+	// the goroutine still sending, which must not find them reused.
+	req, resp := &fasthttp.Request{}, &fasthttp.Response{}
 	req.Header.SetMethod(method)
 	req.SetRequestURI("http://" + c.Addr + path)
 	if key != "" {
@@ -103,7 +102,7 @@ func callOnce(ctx context.Context, c *fasthttp.HostClient, method, path, key str
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	if err := c.DoDeadline(req, resp, deadline); err != nil {
+	if err := doUntilDone(ctx, c, req, resp, deadline); err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	if sc := resp.StatusCode(); sc < 200 || sc > 299 {
@@ -127,4 +126,18 @@ func callOnce(ctx context.Context, c *fasthttp.HostClient, method, path, key str
 		return fmt.Errorf("%s %s: decoding the answer: %w", method, path, err)
 	}
 	return nil
+}
+
+// doUntilDone sends req and waits for its answer until the deadline, or
+// until ctx ends: an interrupt must not wait out a frozen server's
+// deadline. The abandoned request ends on its own at the deadline.
+func doUntilDone(ctx context.Context, c *fasthttp.HostClient, req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time) error {
+	done := make(chan error, 1)
+	go func() { done <- c.DoDeadline(req, resp, deadline) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

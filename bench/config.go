@@ -13,7 +13,7 @@ import (
 
 // Config says what to load and for how long. WithDefaults fills zero
 // fields from Defaults, except Warmup, IdleAgents and CeilingDuration,
-// where zero means none.
+// where zero means none, and Seed, where zero is a seed like any other.
 type Config struct {
 	// Agents is how many agents the load spreads over. In-process, five
 	// per bootstrapped owner (the practice quota); against a running
@@ -32,7 +32,8 @@ type Config struct {
 	// second in all (an open loop): each connection sends on a fixed
 	// schedule, and a latency runs from when its request was due, not
 	// from when the connection was free to send it, so a stall of the
-	// service shows in full in the percentiles. Zero sends each request as
+	// service shows in full in the percentiles (or, for the requests it
+	// kept past the window's end, as their wait when it closed). Zero sends each request as
 	// soon as the connection's previous one is answered (a closed loop):
 	// the most the service can do, with latencies that are mostly queueing
 	// behind the other connections. The loopback ceiling always runs in a
@@ -77,7 +78,8 @@ type Config struct {
 	// long run of one phase (say, spends for ten minutes, to see whether
 	// the rate holds as the files grow) needs no patience for the others.
 	Phases []string
-	// Seed makes amounts and the spread over agents repeatable.
+	// Seed makes amounts and the spread over agents repeatable; every
+	// value, zero included, is a seed of its own.
 	Seed uint64
 	// Progress receives one line per step; nil discards them.
 	Progress io.Writer
@@ -109,9 +111,6 @@ func (c Config) WithDefaults() Config {
 	if c.ProfilePhase == "" {
 		c.ProfilePhase = "spends"
 	}
-	if c.Seed == 0 {
-		c.Seed = d.Seed
-	}
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
@@ -133,6 +132,9 @@ func (c Config) Validate() error {
 		return errors.New("bench: -rate must be a number of requests per second, or 0 to send as fast as answers come")
 	case c.Rate > 0 && float64(c.Conns)/c.Rate > 60:
 		return fmt.Errorf("bench: -rate %g over %d connections sends less than once a minute on each; raise -rate or lower -conns", c.Rate, c.Conns)
+	case c.Rate > maxRate(c.Conns):
+		return fmt.Errorf("bench: -rate %g is more than the bench can pace over %d connections: at most %.0f requests/s (one request per microsecond on each); lower -rate, or raise -conns",
+			c.Rate, c.Conns, maxRate(c.Conns))
 	case c.IdleAgents < 0:
 		return errors.New("bench: -idle-agents must not be negative")
 	case c.CeilingDuration < 0:
@@ -154,6 +156,65 @@ func (c Config) Validate() error {
 	if (c.CPUProfile != nil || c.Trace != nil) && !c.runs(c.ProfilePhase) {
 		return fmt.Errorf("bench: -profile-phase %q is not among -phases %s; profile a phase that runs", c.ProfilePhase, strings.Join(c.Phases, ","))
 	}
+	if err := c.validateTarget(); err != nil {
+		return err
+	}
+	return c.checkOpenFiles(openFilesLimit())
+}
+
+// maxRate is the most requests per second the pacer can schedule over
+// conns connections: one per microsecond on each. Beyond it the interval
+// between one connection's requests would round to nothing, and a
+// connection cannot send that fast anyway.
+func maxRate(conns int) float64 {
+	return float64(conns) * float64(time.Second/minPace)
+}
+
+// minPace is the shortest interval between two requests of one connection
+// the pacer schedules.
+const minPace = time.Microsecond
+
+// openFilesMargin is what the process needs open beside the load's
+// connections: the service's data and journal files, its listeners, the
+// setup's connections.
+const openFilesMargin = 64
+
+// checkOpenFiles makes sure the connections fit in the open-files limit
+// (0: unknown). In-process each connection takes two descriptors, the
+// load's end and the service's; past the limit the service fails to
+// accept ("too many open files") in the middle of the run.
+func (c Config) checkOpenFiles(limit uint64) error {
+	if limit == 0 {
+		return nil
+	}
+	need, per := uint64(c.Conns)+openFilesMargin, "one open file each"
+	if c.Target == "" {
+		need, per = 2*uint64(c.Conns)+openFilesMargin, "two open files each in-process, the load's end and the service's"
+	}
+	if need <= limit {
+		return nil
+	}
+	return fmt.Errorf("bench: -conns %d needs about %d open files (%s), more than this process may open (%d, ulimit -n): lower -conns, or raise the limit (ulimit -n %d) before the run",
+		c.Conns, need, per, limit, need)
+}
+
+// withOpenFilesHint adds to an error that says the process ran out of
+// open files (the service's "accept4: too many open files", or the load's
+// "socket: ...") what to do about it; other errors pass as they are.
+func withOpenFilesHint(err error, conns int) error {
+	if err == nil || !strings.Contains(err.Error(), "too many open files") {
+		return err
+	}
+	limit := "unknown"
+	if n := openFilesLimit(); n > 0 {
+		limit = fmt.Sprint(n)
+	}
+	return fmt.Errorf("%w\nthe process ran out of open files with -conns %d: lower -conns, or raise the open-files limit (ulimit -n, now %s) before the run", err, conns, limit)
+}
+
+// validateTarget checks the flags of a run against a running server, and
+// that none of them is given to an in-process run.
+func (c Config) validateTarget() error {
 	if c.Target == "" {
 		if c.OwnerKey != "" {
 			return errors.New("bench: -owner-key needs -target (in-process runs create their own owners)")
@@ -173,8 +234,8 @@ func (c Config) Validate() error {
 	}
 	seen := make(map[string]bool, len(keys))
 	for i, k := range keys {
-		if !strings.HasPrefix(k, "svc_test_owner_") {
-			return fmt.Errorf("bench: -owner-key: key %d of %d is not a practice owner key (svc_test_owner_...); the bench never pays live money", i+1, len(keys))
+		if err := checkOwnerKey(k); err != nil {
+			return fmt.Errorf("bench: -owner-key: key %d of %d %w", i+1, len(keys), err)
 		}
 		if seen[k] {
 			return fmt.Errorf("bench: -owner-key: key %d of %d repeats an earlier one; give each owner once", i+1, len(keys))
@@ -182,6 +243,21 @@ func (c Config) Validate() error {
 		seen[k] = true
 	}
 	return nil
+}
+
+// checkOwnerKey says what is wrong with a key given as an owner key, as
+// the end of a sentence that begins with the key's place.
+func checkOwnerKey(k string) error {
+	const practice = "a practice owner key (svc_test_owner_...), the .keys.test of what guard owner create prints"
+	switch {
+	case strings.HasPrefix(k, "svc_test_owner_"):
+		return nil
+	case strings.HasPrefix(k, "svc_test_agent_"), strings.HasPrefix(k, "svc_live_agent_"):
+		return fmt.Errorf("is an agent key; -owner-key takes %s", practice)
+	case strings.HasPrefix(k, "svc_live_owner_"):
+		return fmt.Errorf("is a live owner key, and the bench never pays live money; give %s", practice)
+	}
+	return fmt.Errorf("is not %s", practice)
 }
 
 // phaseNames are the phases in the order a run takes them.

@@ -3,11 +3,13 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -27,14 +29,62 @@ type loadConn struct {
 	conn     net.Conn
 	r        *bufio.Reader
 	body     []byte
+	// mu guards conn's replacement and aborted: abort, called from
+	// another goroutine, must close whichever connection is current, and
+	// keep a dial that is under way from installing a new one.
+	mu      sync.Mutex
+	aborted bool
+	// dialing ends a dial under way when the connection is aborted.
+	dialing context.Context
+	endDial context.CancelFunc
 }
 
 // errChunked: the service answers with Content-Length; anything else is a
 // bug there, reported rather than guessed at.
 var errChunked = errors.New("answer without Content-Length (chunked or close-delimited)")
 
+// errAborted is the failure of a request on an aborted connection.
+var errAborted = errors.New("request abandoned: the measured window closed or the run was interrupted")
+
 func newLoadConn(addr string, timeout time.Duration) *loadConn {
-	return &loadConn{addr: addr, timeout: timeout}
+	dialing, endDial := context.WithCancel(context.Background())
+	return &loadConn{addr: addr, timeout: timeout, dialing: dialing, endDial: endDial}
+}
+
+// abort ends the request in flight at once, and every later one: the
+// caller stops waiting for answers (the window closed, or the run was
+// interrupted) and must not wait out the timeout of a server that no
+// longer answers. Safe to call from any goroutine, more than once.
+func (c *loadConn) abort() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.aborted = true
+	c.endDial()
+	if c.conn != nil {
+		// Closing, not a deadline in the past: do may move the deadline
+		// forward right after, but cannot reopen a closed connection.
+		_ = c.conn.Close()
+	}
+}
+
+// dial opens the connection, unless the connection was aborted.
+func (c *loadConn) dial() error {
+	d := net.Dialer{Timeout: c.timeout}
+	conn, err := d.DialContext(c.dialing, "tcp", c.addr)
+	if err != nil {
+		if c.dialing.Err() != nil {
+			return errAborted
+		}
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.aborted {
+		_ = conn.Close()
+		return errAborted
+	}
+	c.conn = conn
+	return nil
 }
 
 // do sends req (a whole HTTP/1.1 request) and returns the status and the
@@ -43,16 +93,14 @@ func newLoadConn(addr string, timeout time.Duration) *loadConn {
 // Any failure closes the connection; the next call dials again.
 func (c *loadConn) do(req []byte, now time.Time) (status int, body []byte, err error) {
 	if c.conn == nil {
-		conn, err := net.DialTimeout("tcp", c.addr, c.timeout)
-		if err != nil {
+		if err := c.dial(); err != nil {
 			return 0, nil, err
 		}
-		c.conn = conn
 		c.deadline = time.Time{}
 		if c.r == nil {
-			c.r = bufio.NewReaderSize(conn, 16<<10)
+			c.r = bufio.NewReaderSize(c.conn, 16<<10)
 		} else {
-			c.r.Reset(conn)
+			c.r.Reset(c.conn)
 		}
 	}
 	if c.deadline.Sub(now) < c.timeout/2 {
@@ -127,12 +175,22 @@ func (c *loadConn) readHead() (status, length int, keep bool, err error) {
 	return status, length, keep, nil
 }
 
+// fail closes the connection after a failed request. A failure caused by
+// abort is reported as errAborted, not as what the closed socket said.
 func (c *loadConn) fail(err error) error {
+	c.mu.Lock()
+	aborted := c.aborted
+	c.mu.Unlock()
 	c.close()
+	if aborted {
+		return errAborted
+	}
 	return err
 }
 
 func (c *loadConn) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.conn != nil {
 		_ = c.conn.Close()
 		c.conn = nil

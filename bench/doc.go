@@ -19,9 +19,11 @@
 //     (named guard-bench-...), publishing the load's rules again on any
 //     whose rules changed since, and creates agents only for the rest
 //     while the owner has room (five active practice agents per owner at
-//     most); it never archives one. Each agent gets a new key, revoked
-//     when the run ends, however it ends; an agent that already holds the
-//     most keys allowed (left by a killed run) first loses its oldest.
+//     most); it never archives one. The keys earlier runs left active on
+//     an agent it reuses (a killed run's) are revoked as it takes the
+//     agent: the agent is the bench's, and so are its keys. Each agent
+//     gets a new key, revoked when the run ends, however it ends; a key
+//     the bench cannot revoke then is named with how to revoke it.
 //     Every agent's rules trust api.vendor.com and have limits the load
 //     never reaches, so every spend takes the full path: rules, hold,
 //     journal, simulated vendor, receipt, journal again.
@@ -35,10 +37,14 @@
 //     Unless CeilingDuration is zero, the same load also drives a local
 //     server whose handler only writes a fixed balance-sized answer, for
 //     CeilingDuration before the first read phase, between the reads and
-//     after the last: the loopback ceiling. Each read phase is
-//     reported as a share of the mean of the two slices around it, so a
-//     shared machine whose speed drifts within the run still compares
-//     like with like (CeilingReport).
+//     after the last: the loopback ceiling. In-process and unpaced, each
+//     read phase is reported as a share of the mean of the two slices
+//     around it, so a shared machine whose speed drifts within the run
+//     still compares like with like (CeilingReport). Against a target
+//     (another process, perhaps another machine) or paced by Rate, the
+//     reads are no share of a do-nothing handler in the bench's own
+//     process driven flat out: the ceiling is shown, with why it is not
+//     compared.
 //  3. In-process only, measures an idle agent: it creates IdleAgents more
 //     agents through the System API, waits for every actor to passivate,
 //     reads HeapAlloc (after two forced collections), activates each new
@@ -62,17 +68,26 @@
 // connection that is behind are reported as not sent. That answers the
 // operator's other question: at the rate we expect, what latency?
 //
-// In a closed loop a request counts when it started and was answered
-// inside the measured window; in an open loop, when it was due inside the
-// window, however late it was answered. Settled spends/s counts answers whose spend status is "settled";
-// anything else is tallied by status (and declined ones by reason), and
-// non-2xx answers by HTTP status and error code. Latency is measured at
-// the client, from just before the request is written (or, paced, from
-// when it was due) to when its answer has been read, and kept in a log-linear histogram whose buckets are under
-// 1% wide (the layout of an HDR histogram): the reported percentiles are
-// upper bounds of their bucket, the maximum is exact. Each phase also gives
-// its rate in each tenth of the window (PhaseReport.Timeline), so that a
-// service that slows as it runs is not averaged into a steady figure.
+// A request counts when it was answered inside the measured window and,
+// in a closed loop, started in it; in an open loop, was due in it, however
+// late it was sent. A request still unanswered as the window closes is
+// counted apart, with how long the oldest such request had waited by
+// then: a few per connection are the load in flight, a long wait is a
+// stall past the window. They are waited for up to a second more (so the
+// next phase starts on an idle server), then abandoned; an interrupt
+// abandons them at once. Settled spends/s counts answers whose spend
+// status is "settled"; anything else is tallied by status (and declined
+// ones by reason), and non-2xx answers by HTTP status and error code.
+// Latency is measured at the client, from just before the request is
+// written (or, paced, from when it was due) to when its answer has been
+// read, and kept in a log-linear histogram whose buckets are under 1% wide
+// (the layout of an HDR histogram): the reported percentiles are upper
+// bounds of their bucket, and the maximum is the exact latency of the
+// slowest answered request. A request left unanswered as the window closed
+// is in neither: its wait shows as the oldest unanswered, which bounds its
+// latency from below. Each phase also gives its rate in each tenth of the
+// window (PhaseReport.Timeline), so that a service that slows as it runs
+// is not averaged into a steady figure.
 //
 // In-process, the report also shows what the journal did during the spends
 // window (group commits per second, records per commit, the distribution
@@ -83,12 +98,27 @@
 // The load average as each window opened is printed too: other work on
 // the machine skews every number.
 //
+// # When a run fails
+//
+// A run whose figures do not measure a working service is an error that
+// says why, with the report (Report.Failures): a phase with transport
+// errors (refused, reset or timed-out connections), 5xx answers, or a
+// stall (nothing answered while requests waited, or one waiting through
+// the whole window); most answers 429 (the target's rate limits); most
+// spends declined. After a phase that failed on the server's side, the
+// bench asks the server for GET /healthz and, with no answer, runs no
+// later phase. An interrupted run (ctx ending) reports what it measured,
+// marked Report.Interrupted, with the phases it never ran.
+//
 // # Caveats
 //
 // In-process, the load generator and the service share one process and its
 // cores; on a small machine the generator's own CPU is a noticeable part of
 // the total. Against a target, spends pay practice money from the owner's
-// pool, which a long run can exhaust: declines then show in the report.
+// pool, which a long run can exhaust, and the owner's reserve_floor keeps
+// part of even a full pool out of reach: declines then show in the
+// report, which also says what the run deposited, spent, made and
+// revoked there (TargetChanges).
 // Config.CPUProfile and Config.Trace capture one phase (ProfilePhase) for
 // `go tool pprof` and `go tool trace`. Config.DataDir and Config.JournalDir
 // choose the disks of the in-process service's data and journal.

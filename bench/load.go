@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,6 +47,13 @@ type worker struct {
 	// the window but never sent, because the service fell behind.
 	pace    *pacer
 	notSent int64
+	// unanswered counts the requests left unanswered as the window
+	// closed, oldest is the longest any of them had waited by then since
+	// it was due, and onWire since it was sent (in an open loop behind
+	// schedule, the part of the wait that is the server's).
+	unanswered int64
+	oldest     time.Duration
+	onWire     time.Duration
 }
 
 // pacer is one connection's share of an open-loop load: a request due
@@ -156,32 +164,48 @@ func checkPhase() phase {
 	}
 }
 
+// loadTimeout bounds one request of the load on a server that stopped
+// answering; the end of the measured window and an interrupt cut it
+// short.
+const loadTimeout = 30 * time.Second
+
+// drainGrace is the longest the requests still in flight as the window
+// closes are waited for before they are abandoned (a window shorter than
+// it waits its own length). They are counted as unanswered at the close
+// either way; waiting for them leaves the server idle for the next phase
+// and lets what they spent be read after the run, and the grace bounds
+// the wait on a server that stopped answering.
+const drainGrace = time.Second
+
 // runPhase drives the phase from cfg.Conns workers: Warmup unmeasured,
-// then Duration measured. In a closed loop (cfg.Rate 0), a request counts
-// when it started and was answered inside the measured window. In an open
-// loop, it counts when it was due inside the window, however late it was
-// sent or answered, and its latency runs from when it was due. mark, when
-// set, is called as the window opens (true) and closes (false).
+// then Duration measured. A request counts when it was answered inside
+// the measured window and, in a closed loop (cfg.Rate 0), started in it,
+// in an open loop, was due in it, however late it was sent; its latency
+// runs from when it was due. A request still unanswered as the window
+// closes is counted apart, with how long it had waited by then, and
+// abandoned if still unanswered a grace later (see drainGrace): a server
+// that stalls or stops answering shows there rather than not at all. An
+// interrupt (ctx ending) abandons the requests in flight at once. mark,
+// when set, is called as the window opens (true) and closes (false), or
+// is cut short by the end of ctx.
 func runPhase(ctx context.Context, addr string, cfg Config, run string, agents []agentCred, ph phase, seed uint64, mark func(open bool)) PhaseReport {
 	begin := time.Now()
 	start := begin.Add(cfg.Warmup)
 	end := start.Add(cfg.Duration)
+	window := &windowWatch{mark: mark}
 	workers := make([]*worker, cfg.Conns)
+	// The workers send nothing after the end of the window, and abandon
+	// the requests still in flight a grace later (drainGrace, or the
+	// window's length when shorter), or at once when ctx ends (an
+	// interrupt).
+	wctx, cancel := context.WithDeadline(ctx, end.Add(min(drainGrace, cfg.Duration)))
+	defer cancel()
 	var wg sync.WaitGroup
-	if mark != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for _, at := range []time.Time{start, end} {
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(time.Until(at)):
-				}
-				mark(at == start)
-			}
-		}()
-	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		window.watch(ctx, start, end)
+	}()
 	for i := range workers {
 		w := newWorker(i, run, seed, agents)
 		if cfg.Rate > 0 {
@@ -191,10 +215,58 @@ func runPhase(ctx context.Context, addr string, cfg Config, run string, agents [
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w.loop(ctx, addr, ph, start, end)
+			w.loop(wctx, addr, ph, start, end)
 		}()
 	}
 	wg.Wait()
+	return phaseReport(ph, cfg, mergeWorkers(workers), window, start)
+}
+
+// windowWatch follows the measured window from a goroutine of its own:
+// whether it opened, and when it closed (its end, or earlier when the run
+// was interrupted).
+type windowWatch struct {
+	mark   func(open bool)
+	opened bool
+	closed time.Time
+	cut    bool
+}
+
+// watch waits for the window's start and end, calling mark at each, and
+// returns early when ctx ends; a window cut short is closed then.
+func (ww *windowWatch) watch(ctx context.Context, start, end time.Time) {
+	if !sleepUntil(ctx, start) {
+		return
+	}
+	ww.opened = true
+	if ww.mark != nil {
+		ww.mark(true)
+	}
+	ww.cut = !sleepUntil(ctx, end)
+	ww.closed = time.Now()
+	if ww.mark != nil {
+		ww.mark(false)
+	}
+}
+
+// sleepUntil waits until at, or reports false when ctx ends first (or
+// has ended already, even if at has passed).
+func sleepUntil(ctx context.Context, at time.Time) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	t := time.NewTimer(time.Until(at))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// mergeWorkers adds up the workers' tallies.
+func mergeWorkers(workers []*worker) *worker {
 	total := &worker{hist: histogram.New(), statuses: map[string]int64{}, declines: map[string]int64{}, errs: map[string]int64{}}
 	for _, w := range workers {
 		total.hist.Merge(w.hist)
@@ -213,17 +285,32 @@ func runPhase(ctx context.Context, addr string, cfg Config, run string, agents [
 			total.tenths[i] += n
 		}
 		total.notSent += w.notSent
+		total.unanswered += w.unanswered
+		total.oldest = max(total.oldest, w.oldest)
+		total.onWire = max(total.onWire, w.onWire)
 	}
-	secs, cut := cfg.Duration.Seconds(), false
-	if now := time.Now(); now.Before(end) { // cancelled early
-		secs, cut = max(now.Sub(start).Seconds(), 0), true
+	return total
+}
+
+// phaseReport turns the phase's tallies into its report. A window that
+// never opened (interrupted during the warm-up) measured nothing: its
+// report says only that it was cut.
+func phaseReport(ph phase, cfg Config, total *worker, window *windowWatch, start time.Time) PhaseReport {
+	r := PhaseReport{Name: ph.name, OfferedPerSecond: cfg.Rate, Interrupted: window.cut || !window.opened}
+	if !window.opened {
+		return r
 	}
-	r := PhaseReport{Name: ph.name, Seconds: secs, Requests: total.answered, OK: total.ok,
-		Errors: total.errs, Latency: latencyOf(total.hist), OfferedPerSecond: cfg.Rate, NotSent: total.notSent}
+	secs := cfg.Duration.Seconds()
+	if window.cut {
+		secs = max(window.closed.Sub(start).Seconds(), 0)
+	}
+	r.Seconds, r.Requests, r.OK, r.Errors = secs, total.answered, total.ok, total.errs
+	r.Latency, r.NotSent = latencyOf(total.hist), total.notSent
+	r.Unanswered, r.OldestUnanswered, r.onWire = total.unanswered, ms(total.oldest), total.onWire
 	if secs > 0 {
 		r.PerSecond = float64(total.answered) / secs
 	}
-	if !cut { // a cancelled run's last tenths would only look slow
+	if !window.cut { // a cancelled run's last tenths would only look slow
 		slice := secs / timelineSlices
 		r.Timeline = make([]float64, timelineSlices)
 		for i, n := range total.tenths {
@@ -239,9 +326,12 @@ func runPhase(ctx context.Context, addr string, cfg Config, run string, agents [
 	return r
 }
 
+// loop sends the phase's requests until ctx ends, which it does at the
+// end of the window or on an interrupt.
 func (w *worker) loop(ctx context.Context, addr string, ph phase, start, end time.Time) {
-	c := newLoadConn(addr, 30*time.Second)
+	c := newLoadConn(addr, loadTimeout)
 	defer c.close()
+	defer context.AfterFunc(ctx, c.abort)()
 	var wait *time.Timer
 	for ctx.Err() == nil {
 		var due time.Time
@@ -249,18 +339,8 @@ func (w *worker) loop(ctx context.Context, addr string, ph phase, start, end tim
 			if due = w.pace.take(); !due.Before(end) {
 				return
 			}
-			if d := time.Until(due); d > 0 {
-				if wait == nil {
-					wait = time.NewTimer(d)
-					defer wait.Stop()
-				} else {
-					wait.Reset(d)
-				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-wait.C:
-				}
+			if !w.waitUntil(ctx, &wait, due) {
+				return
 			}
 		}
 		req := ph.build(w, addr)
@@ -278,32 +358,79 @@ func (w *worker) loop(ctx context.Context, addr string, ph phase, start, end tim
 		}
 		sc, body, err := c.do(req, t0)
 		t1 := time.Now()
-		counted := !due.Before(start) && (w.pace != nil || !t1.After(end))
+		if t1.After(end) || errors.Is(err, errAborted) {
+			cut := t1
+			if cut.After(end) {
+				cut = end
+			}
+			w.leftUnanswered(due, t0, cut, start)
+			return
+		}
+		w.record(ph, sc, body, err, due, t1, start, end)
 		if err != nil {
-			if counted {
-				w.errs[transportKind(err)]++
-			}
 			// A refused or dropped connection fails at once; do not spin.
-			time.Sleep(10 * time.Millisecond)
-			continue
+			w.waitUntil(ctx, &wait, t1.Add(10*time.Millisecond))
 		}
-		if !counted {
-			continue
-		}
-		w.answered++
-		w.hist.Record(t1.Sub(due))
-		w.tenths[tenthOf(t1, start, end)]++
-		if sc < 200 || sc > 299 {
-			w.errs[strconv.Itoa(sc)+" "+jsonField(body, "code")]++
-			continue
-		}
-		w.ok++
-		if ph.spends {
-			st := jsonField(body, "status")
-			w.statuses[st]++
-			if st == "declined" {
-				w.declines[jsonField(body, "decline_reason")]++
-			}
+	}
+}
+
+// waitUntil waits on the worker's timer until at, or reports false when
+// ctx ends first.
+func (w *worker) waitUntil(ctx context.Context, wait **time.Timer, at time.Time) bool {
+	d := time.Until(at)
+	if d <= 0 {
+		return true
+	}
+	if *wait == nil {
+		*wait = time.NewTimer(d)
+	} else {
+		(*wait).Reset(d)
+	}
+	select {
+	case <-ctx.Done():
+		(*wait).Stop()
+		return false
+	case <-(*wait).C:
+		return true
+	}
+}
+
+// leftUnanswered counts a request, due at due and sent at sent, that was
+// still unanswered as the window closed (or was cut) at cut, whenever it
+// was due: a request stuck since the warm-up is what a frozen server looks
+// like. One abandoned before the window opened measured nothing.
+func (w *worker) leftUnanswered(due, sent, cut, start time.Time) {
+	if cut.Before(start) {
+		return
+	}
+	w.unanswered++
+	w.oldest = max(w.oldest, cut.Sub(due))
+	w.onWire = max(w.onWire, cut.Sub(sent))
+}
+
+// record tallies a request answered, or failed, inside the window; one
+// due before it (the warm-up) is not counted.
+func (w *worker) record(ph phase, sc int, body []byte, err error, due, t1, start, end time.Time) {
+	if due.Before(start) {
+		return
+	}
+	if err != nil {
+		w.errs[transportKind(err)]++
+		return
+	}
+	w.answered++
+	w.hist.Record(t1.Sub(due))
+	w.tenths[tenthOf(t1, start, end)]++
+	if sc < 200 || sc > 299 {
+		w.errs[strconv.Itoa(sc)+" "+jsonField(body, "code")]++
+		return
+	}
+	w.ok++
+	if ph.spends {
+		st := jsonField(body, "status")
+		w.statuses[st]++
+		if st == "declined" {
+			w.declines[jsonField(body, "decline_reason")]++
 		}
 	}
 }
@@ -331,7 +458,8 @@ func jsonField(body []byte, name string) string {
 }
 
 // transportKind names a client-side failure without the addresses that
-// would make every occurrence distinct.
+// would make every occurrence distinct, keeping its cause: "dial tcp:
+// connection refused", not "dial tcp 127.0.0.1:8080: connect: ...".
 func transportKind(err error) string {
 	switch {
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
@@ -343,15 +471,33 @@ func transportKind(err error) string {
 	if errors.As(err, &ne) && ne.Timeout() {
 		return "transport: timeout"
 	}
-	return "transport: " + trimAddr(err.Error())
+	return "transport: " + withoutAddrs(err.Error())
 }
 
-// trimAddr keeps the text of an error before its first address.
-func trimAddr(s string) string {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= '0' && s[i] <= '9' || s[i] == '[' {
-			return s[:i] + "..."
+// withoutAddrs shortens an error to what it was doing and its final
+// cause: the first part of "op tcp ADDR->ADDR: syscall: cause" without
+// its addresses, then the last part.
+func withoutAddrs(s string) string {
+	parts := strings.Split(s, ": ")
+	var head []string
+	for _, word := range strings.Fields(parts[0]) {
+		if !isAddr(word) {
+			head = append(head, word)
 		}
 	}
-	return s
+	out := strings.Join(head, " ")
+	if len(parts) > 1 {
+		if out != "" {
+			out += ": "
+		}
+		out += parts[len(parts)-1]
+	}
+	return out
+}
+
+// isAddr reports whether a word is a network address ("127.0.0.1:8080",
+// "[::1]:80", "10.0.0.1:5->10.0.0.2:80"): it holds a digit and a colon, or
+// opens with a bracket.
+func isAddr(word string) bool {
+	return strings.HasPrefix(word, "[") || strings.ContainsAny(word, "0123456789") && strings.Contains(word, ":")
 }

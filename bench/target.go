@@ -113,9 +113,24 @@ type targetSetup struct {
 	// every spend of a paused agent is declined, and resuming it is the
 	// owner's decision, not the bench's.
 	paused int
-	// deposited counts the owners whose practice pool the setup filled.
-	deposited int
-	keys      []madeKey
+	// deposited is what the setup put in the owners' practice pools.
+	deposited policy.Amount
+	// floors are the owners' reserve_floor, in the order of their keys.
+	floors []policy.Amount
+	// republished counts the reused agents whose rules the setup
+	// published again.
+	republished int
+	// keys are the keys this run made and has not revoked yet; made and
+	// revoked count them all, left are those it could not revoke, and
+	// earlierRevoked the keys of earlier runs it revoked on its agents.
+	keys           []madeKey
+	made, revoked  int
+	left           []string
+	earlierRevoked int
+	// owners are the owner keys that gave agents, and pools their pools'
+	// balances as the load began (see startPools).
+	owners []string
+	pools  []policy.Amount
 }
 
 // setupTarget readies up to n agents, each with a key of its own, from
@@ -125,7 +140,7 @@ type targetSetup struct {
 // an agent. The setup comes back even with an error: its keys must still
 // be revoked.
 func setupTarget(ctx context.Context, c *fasthttp.HostClient, ownerKeys []string, n int, progress func(string, ...any)) (*targetSetup, error) {
-	t := &targetSetup{client: c, progress: progress, policyHash: loadPolicyHash()}
+	t := &targetSetup{client: c, progress: progress, policyHash: loadPolicyHash(), deposited: policy.MustAmount("0")}
 	namePrefix := fmt.Sprintf("%s%d", benchAgentPrefix, time.Now().Unix())
 	for i, key := range ownerKeys {
 		if len(t.agents) >= n {
@@ -178,8 +193,12 @@ func (t *targetSetup) setupOwner(ctx context.Context, key, namePrefix string, wa
 	if err := t.fundOwner(ctx, key); err != nil {
 		return err
 	}
+	t.owners = append(t.owners, key)
 	for _, a := range reuse {
 		if err := t.confirmPolicy(ctx, key, a); err != nil {
+			return err
+		}
+		if err := t.revokeEarlierKeys(ctx, key, a); err != nil {
 			return err
 		}
 		if err := t.addAgent(ctx, key, a.ID); err != nil {
@@ -211,11 +230,14 @@ func (t *targetSetup) setupOwner(ctx context.Context, key, namePrefix string, wa
 // may hold (a simulated deposit, practice keys only). A new owner starts
 // with 1,000.00, which a run at thousands of spends a second drains in
 // well under a second: every spend after that is declined for the pool,
-// and the run would measure the decline path, not settled payments.
+// and the run would measure the decline path, not settled payments. The
+// owner's reserve_floor stays out of the load's reach however full the
+// pool is; the report names it, and a run declined for funds says why.
 func (t *targetSetup) fundOwner(ctx context.Context, key string) error {
 	var f struct {
-		Balance  string `json:"balance"`
-		Livemode bool   `json:"livemode"`
+		Balance      string `json:"balance"`
+		ReserveFloor string `json:"reserve_floor"`
+		Livemode     bool   `json:"livemode"`
 	}
 	if err := callJSON(ctx, t.client, "GET", "/v1/funding", key, nil, &f); err != nil {
 		return fmt.Errorf("reading the owner's funding: %w", err)
@@ -227,6 +249,16 @@ func (t *targetSetup) fundOwner(ctx context.Context, key string) error {
 	if err != nil {
 		return fmt.Errorf("the owner's balance %q: %w", f.Balance, err)
 	}
+	floor := policy.MustAmount("0")
+	if f.ReserveFloor != "" {
+		if floor, err = policy.ParseAmount(f.ReserveFloor); err != nil {
+			return fmt.Errorf("the owner's reserve_floor %q: %w", f.ReserveFloor, err)
+		}
+	}
+	t.floors = append(t.floors, floor)
+	if floor.Sign() > 0 {
+		t.progress("an owner keeps a reserve_floor of %s (GET /v1/funding): the load may spend at most %s of a full pool", floor.Display(), actors.PracticeBalanceCeiling.Sub(floor).Display())
+	}
 	gap := actors.PracticeBalanceCeiling.Sub(balance)
 	if gap.Sign() <= 0 {
 		return nil
@@ -234,9 +266,73 @@ func (t *targetSetup) fundOwner(ctx context.Context, key string) error {
 	if err := callJSON(ctx, t.client, "POST", "/v1/test/deposits", key, map[string]any{"amount": gap.Display()}, nil); err != nil {
 		return fmt.Errorf("depositing %s practice USDC so that the load is not declined for an empty pool: %w", gap.Display(), err)
 	}
-	t.deposited++
+	t.deposited = t.deposited.Add(gap)
 	t.progress("deposited %s practice USDC into an owner's pool, which now holds %s, the most a practice pool may", gap.Display(), actors.PracticeBalanceCeiling.Display())
 	return nil
+}
+
+// reserveFloors are the owners' reserve floors for the report, or nil
+// when none is above zero.
+func (t *targetSetup) reserveFloors() []string {
+	if !slices.ContainsFunc(t.floors, func(a policy.Amount) bool { return a.Sign() > 0 }) {
+		return nil
+	}
+	out := make([]string, len(t.floors))
+	for i, f := range t.floors {
+		out[i] = f.Display()
+	}
+	return out
+}
+
+// poolBalances reads the balance of each owner's practice pool that gave
+// agents.
+func (t *targetSetup) poolBalances(ctx context.Context) ([]policy.Amount, error) {
+	out := make([]policy.Amount, 0, len(t.owners))
+	for _, key := range t.owners {
+		var f struct {
+			Balance string `json:"balance"`
+		}
+		if err := callJSON(ctx, t.client, "GET", "/v1/funding", key, nil, &f); err != nil {
+			return nil, err
+		}
+		b, err := policy.ParseAmount(f.Balance)
+		if err != nil {
+			return nil, fmt.Errorf("the owner's balance %q: %w", f.Balance, err)
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// startPools notes the pools' balances as the load begins, for spent.
+func (t *targetSetup) startPools(ctx context.Context) {
+	t.pools, _ = t.poolBalances(ctx)
+}
+
+// spent is how much the pools went down since startPools, or "" when
+// either reading failed (the server stopped answering).
+func (t *targetSetup) spent(ctx context.Context) string {
+	if t.pools == nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), revokeTimeout)
+	defer cancel()
+	now, err := t.poolBalances(ctx)
+	if err != nil {
+		return ""
+	}
+	sum := policy.MustAmount("0")
+	for i := range now {
+		sum = sum.Add(t.pools[i].Sub(now[i]))
+	}
+	return sum.Display()
+}
+
+// changes is what the run did to the target, for the report.
+func (t *targetSetup) changes() *TargetChanges {
+	return &TargetChanges{Deposited: t.deposited.Display(), ReserveFloors: t.reserveFloors(),
+		RulesRepublished: t.republished, KeysMade: t.made, KeysRevoked: t.revoked,
+		KeysLeftActive: t.left, EarlierKeysRevoked: t.earlierRevoked}
 }
 
 // confirmPolicy makes sure the rules in effect of a reused agent are the
@@ -257,74 +353,72 @@ func (t *targetSetup) confirmPolicy(ctx context.Context, key string, a agentItem
 	// defaults, otherwise: what it published is the reference.
 	t.policyHash = pub.Hash
 	if pub.EffectiveAt.After(pub.CreatedAt) {
-		return fmt.Errorf("agent %s (%s), made by an earlier run, has had its rules tightened since; the bench published its own again, but the service delays every loosening, so they apply only at %s. Run the bench again after that, or archive the agent (POST /v1/agents/%s/archive) and the bench makes a new one",
-			a.ID, a.Name, pub.EffectiveAt.UTC().Format(time.RFC3339), a.ID)
+		return fmt.Errorf("agent %s (%s), made by an earlier run, has had its rules tightened since; the bench published its own again, but the service delays every loosening (%s), so they apply only at %s. Run the bench again after that, or archive the agent (POST /v1/agents/%s/archive) and the bench makes a new one",
+			a.ID, a.Name, pub.EffectiveAt.Sub(pub.CreatedAt).Round(time.Second), pub.EffectiveAt.UTC().Format(time.RFC3339), a.ID)
 	}
+	t.republished++
 	t.progress("agent %s (%s): its rules had changed since an earlier run; the load's are in effect again (version %d)", a.ID, a.Name, pub.Version)
 	return nil
 }
 
-// addAgent makes a key for an agent and adds the agent to the load. A
-// reused agent may already hold the most active keys an agent may have,
-// left by runs that were killed before they revoked theirs: its oldest
-// keys (the bench's, as the agent is) are then revoked one at a time until
-// the new one fits.
-func (t *targetSetup) addAgent(ctx context.Context, ownerKey, agentID string) error {
-	var (
-		stale  []keyItem
-		listed bool
-	)
-	for {
-		var k struct {
-			ID     string `json:"id"`
-			Secret string `json:"secret"`
-		}
-		err := callJSON(ctx, t.client, "POST", "/v1/agents/"+agentID+"/keys", ownerKey, nil, &k)
-		if err == nil {
-			t.keys = append(t.keys, madeKey{id: k.ID, agentID: agentID, ownerKey: ownerKey})
-			t.agents = append(t.agents, agentCred{ID: agentID, Key: k.Secret})
-			return nil
-		}
-		if !isCode(err, string(actors.CodeQuotaExceeded)) {
-			return fmt.Errorf("making a key for agent %s: %w", agentID, err)
-		}
-		if !listed {
-			keys, lerr := listAll(ctx, t.client, ownerKey, "/v1/keys", url.Values{"agent_id": {agentID}},
-				func(k keyItem) string { return k.ID })
-			if lerr != nil {
-				return fmt.Errorf("agent %s of an earlier bench run holds the most active keys allowed (%d); listing them to revoke the oldest: %w",
-					agentID, actors.MaxKeysPerAgent, lerr)
-			}
-			for _, key := range keys {
-				if key.RevokedAt == nil {
-					stale = append(stale, key)
-				}
-			}
-			slices.SortFunc(stale, func(a, b keyItem) int {
-				return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
-			})
-			listed = true
-		}
-		if len(stale) == 0 {
-			return fmt.Errorf("making a key for agent %s: %w; the bench revoked every older key of the agent and still has no room, so another run against the same owner holds them: let it end, or give other owner keys", agentID, err)
-		}
-		old := stale[0]
-		stale = stale[1:]
-		if rerr := callJSON(ctx, t.client, "POST", "/v1/keys/"+old.ID+"/revoke", ownerKey, nil, nil); rerr != nil {
-			return fmt.Errorf("agent %s of an earlier bench run holds the most active keys allowed (%d); revoking the oldest, %s: %w",
-				agentID, actors.MaxKeysPerAgent, old.ID, rerr)
-		}
-		t.progress("agent %s held the most active keys allowed (%d), left by a run that did not end cleanly; revoked the oldest, %s",
-			agentID, actors.MaxKeysPerAgent, old.ID)
+// revokeEarlierKeys revokes the keys earlier runs left active on one of
+// the bench's agents (a run killed before its own revocation, or one
+// whose revocation failed): the agent is the bench's, so are its keys,
+// and left active they would work for anyone who holds them. Two runs at
+// once against the same owner therefore revoke each other's keys: run
+// them against different owners.
+func (t *targetSetup) revokeEarlierKeys(ctx context.Context, ownerKey string, a agentItem) error {
+	keys, err := listAll(ctx, t.client, ownerKey, "/v1/keys", url.Values{"agent_id": {a.ID}},
+		func(k keyItem) string { return k.ID })
+	if err != nil {
+		return fmt.Errorf("listing the keys of agent %s (%s) to revoke those earlier runs left: %w", a.ID, a.Name, err)
 	}
+	n := 0
+	for _, k := range keys {
+		if k.RevokedAt != nil {
+			continue
+		}
+		if err := callJSON(ctx, t.client, "POST", "/v1/keys/"+k.ID+"/revoke", ownerKey, nil, nil); err != nil {
+			return fmt.Errorf("revoking key %s that an earlier run left on agent %s (%s): %w", k.ID, a.ID, a.Name, err)
+		}
+		n++
+	}
+	if n > 0 {
+		t.earlierRevoked += n
+		t.progress("agent %s (%s): revoked %d key(s) earlier runs left active", a.ID, a.Name, n)
+	}
+	return nil
+}
+
+// addAgent makes a key for an agent and adds the agent to the load.
+func (t *targetSetup) addAgent(ctx context.Context, ownerKey, agentID string) error {
+	var k struct {
+		ID     string `json:"id"`
+		Secret string `json:"secret"`
+	}
+	err := callJSON(ctx, t.client, "POST", "/v1/agents/"+agentID+"/keys", ownerKey, nil, &k)
+	if isCode(err, string(actors.CodeQuotaExceeded)) {
+		return fmt.Errorf("making a key for agent %s: %w; the bench revoked the keys earlier runs left on it and still has no room, so another run against the same owner holds them: let it end, or give other owner keys", agentID, err)
+	}
+	if err != nil {
+		return fmt.Errorf("making a key for agent %s: %w", agentID, err)
+	}
+	t.keys = append(t.keys, madeKey{id: k.ID, agentID: agentID, ownerKey: ownerKey})
+	t.agents = append(t.agents, agentCred{ID: agentID, Key: k.Secret})
+	t.made++
+	return nil
 }
 
 // revokeTimeout bounds the revocations at the end of a run, which may
-// start after ctx has ended (Ctrl-C).
-const revokeTimeout = time.Minute
+// start after ctx has ended (Ctrl-C): short, so that an operator who
+// interrupted a run against a frozen server is not kept waiting, and
+// told which keys are left instead.
+var revokeTimeout = 10 * time.Second
 
 // revokeKeys revokes the agent keys the run made, however it ended: left
-// active, they would fill the agents' quota of keys over a few runs.
+// active, they would fill the agents' quota of keys over a few runs, and
+// work for anyone who holds them. Those it cannot revoke are named, with
+// how to revoke them.
 func (t *targetSetup) revokeKeys(ctx context.Context) error {
 	if t == nil || len(t.keys) == 0 {
 		return nil
@@ -332,25 +426,41 @@ func (t *targetSetup) revokeKeys(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), revokeTimeout)
 	defer cancel()
 	t.progress("revoking the %d agent keys this run made", len(t.keys))
-	var (
-		left  []string
-		first error
-	)
+	var first error
 	for _, k := range t.keys {
-		err := callJSON(ctx, t.client, "POST", "/v1/keys/"+k.id+"/revoke", k.ownerKey, nil, nil)
-		var ae *apiCallError
-		if err == nil || errors.As(err, &ae) && ae.status == fasthttp.StatusNotFound {
-			continue // a 404: the key went with its agent (a practice reset)
+		if err := t.revokeKey(ctx, k); err != nil {
+			t.left = append(t.left, k.id)
+			first = cmp.Or(first, err)
+			continue
 		}
-		left = append(left, k.id+" of agent "+k.agentID)
-		if first == nil {
-			first = err
-		}
+		t.revoked++
 	}
 	t.keys = nil
-	if len(left) > 0 {
-		return fmt.Errorf("%d agent key(s) this run made are still active (%s): revoking them failed (%w). Revoke them with POST /v1/keys/{id}/revoke and the owner key, or leave them: a later run revokes an agent's oldest keys when it needs room for its own",
-			len(left), strings.Join(left, ", "), first)
+	if len(t.left) == 0 {
+		return nil
 	}
-	return nil
+	return fmt.Errorf("could not revoke %d agent key(s) this run made, which are still active: %s (%w). Revoke each with POST /v1/keys/{id}/revoke and the owner key of its agent, as in: curl -X POST -H \"Authorization: Bearer $OWNER_KEY\" http://%s/v1/keys/%s/revoke; or run the bench again with the same -owner-key: it revokes them as it reuses their agents",
+		len(t.left), strings.Join(t.left, ", "), first, t.client.Addr, t.left[0])
+}
+
+// revokeKey revokes one key the run made. A failure to reach the server
+// is tried once more on a fresh connection: after a server restart the
+// client's kept-alive connections are dead, and the first request on one
+// fails without reaching the server. Revoking a revoked key succeeds, so
+// the second try is safe even if the first arrived; a 404 means the key
+// went with its agent (a practice reset).
+func (t *targetSetup) revokeKey(ctx context.Context, k madeKey) error {
+	revoke := func() error {
+		return callJSON(ctx, t.client, "POST", "/v1/keys/"+k.id+"/revoke", k.ownerKey, nil, nil)
+	}
+	err := revoke()
+	var ae *apiCallError
+	if err != nil && !errors.As(err, &ae) && ctx.Err() == nil {
+		t.client.CloseIdleConnections()
+		err = revoke()
+	}
+	if err == nil || errors.As(err, &ae) && ae.status == fasthttp.StatusNotFound {
+		return nil
+	}
+	return err
 }

@@ -1,18 +1,23 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/agentpay/guard/actors"
 	"github.com/agentpay/guard/cmd/wire"
 	"github.com/agentpay/guard/internal/guardtest"
 	"github.com/agentpay/guard/policy"
@@ -113,9 +118,9 @@ func advancePractice(t *testing.T, srv *guardtest.Server, ownerKey string, d tim
 // TestTargetRunsReuseTheirAgents: runs against the same server reuse the
 // agents the first one made (and one an earlier version of the bench
 // left), create none, touch no agent of the owner's own, and revoke the
-// keys they made. A run after one that was killed with its agents' keys
-// at the quota revokes the oldest such key to make room, and agents whose
-// rules changed since get the load's rules again.
+// keys they made. A run after one that was killed revokes every key it
+// left on the agents it reuses, and agents whose rules changed since get
+// the load's rules again.
 func TestTargetRunsReuseTheirAgents(t *testing.T) {
 	// Pages of two: the agents and the keys the setup looks through span
 	// several.
@@ -183,16 +188,16 @@ func TestTargetRunsReuseTheirAgents(t *testing.T) {
 		}
 	}
 
-	// A killed run left an agent with the most keys allowed; someone
-	// raised another agent's monthly cap, and the loosening came into
-	// force.
+	// A killed run left an agent with the most keys allowed, and another
+	// with one; someone raised a third agent's monthly cap, and the
+	// loosening came into force.
 	ids := slices.Sorted(maps.Keys(first))
-	full, changed := ids[0], ids[1]
+	full, one, changed := ids[0], ids[3], ids[1]
 	var stale []string
-	for range 3 {
-		r := srv.Do(t, http.MethodPost, "/v1/agents/"+full+"/keys", owner, nil, nil)
+	for _, id := range []string{full, full, full, one} {
+		r := srv.Do(t, http.MethodPost, "/v1/agents/"+id+"/keys", owner, nil, nil)
 		if r.Status != http.StatusCreated {
-			t.Fatalf("a key for %s: %d %s", full, r.Status, r.Raw)
+			t.Fatalf("a key for %s: %d %s", id, r.Status, r.Raw)
 		}
 		stale = append(stale, r.Body["id"].(string))
 	}
@@ -206,17 +211,16 @@ func TestTargetRunsReuseTheirAgents(t *testing.T) {
 		t.Fatalf("the raised monthly cap is not in force: %v", got)
 	}
 
-	// The run revokes the oldest of the left keys, and only it; the
-	// others stay for a later run that needs the room.
+	// The agents are the bench's, and so are the keys left on them: the
+	// run revokes every one of them as it reuses the agents, not only
+	// those in the way of its own.
 	rep, progress, err = runTarget(t, srv, owner, asked)
 	if err != nil {
 		t.Fatalf("third run: %v\n%s", err, progress)
 	}
-	if got := activeKeys(t, srv, owner, full); !slices.Equal(got, stale[1:]) {
-		t.Errorf("after the third run agent %s has active keys %v, want the newer two left by the killed run %v", full, got, stale[1:])
+	if c := rep.Changes; c == nil || c.EarlierKeysRevoked != len(stale) || c.KeysMade != asked || c.KeysRevoked != asked || c.RulesRepublished != 1 {
+		t.Errorf("third run: changes %+v, want %d earlier keys revoked, %d made and revoked, 1 agent's rules published again", c, len(stale), asked)
 	}
-	srv.Do(t, http.MethodPost, "/v1/keys/"+stale[1]+"/revoke", owner, nil, nil)
-	srv.Do(t, http.MethodPost, "/v1/keys/"+stale[2]+"/revoke", owner, nil, nil)
 	third := checkAfter("third run", rep, progress, nil, TargetAgents{Reused: 4, Created: 0})
 	if !maps.Equal(mapKeys(first), mapKeys(third)) {
 		t.Errorf("the third run used agents %v, the first %v", mapKeys(third), mapKeys(first))
@@ -298,20 +302,22 @@ func TestTargetRunWithoutRoomSaysWhatToDo(t *testing.T) {
 	}
 }
 
-// cancelWhen is a progress writer that calls cancel once a line says what
-// it waits for.
+// cancelWhen is a progress writer that calls cancel, once, when a line
+// says what it waits for.
 type cancelWhen struct {
 	mu     sync.Mutex
 	text   strings.Builder
 	want   string
-	cancel context.CancelFunc
+	cancel func()
+	done   bool
 }
 
 func (w *cancelWhen) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.text.Write(p)
-	if strings.Contains(w.text.String(), w.want) {
+	if !w.done && strings.Contains(w.text.String(), w.want) {
+		w.done = true
 		w.cancel()
 	}
 	return len(p), nil
@@ -369,8 +375,159 @@ func TestTargetRunFillsAnEmptyPracticePool(t *testing.T) {
 	if r.Status != http.StatusOK {
 		t.Fatalf("GET /v1/funding: %d %s", r.Status, r.Raw)
 	}
-	if b, err := policy.ParseAmount(r.Body["balance"].(string)); err != nil || b.Cmp(policy.MustAmount("999000.00")) < 0 {
+	b, err := policy.ParseAmount(r.Body["balance"].(string))
+	if err != nil || b.Cmp(policy.MustAmount("999000.00")) < 0 {
 		t.Errorf("the pool holds %v after the run, want nearly 1,000,000.00", r.Body["balance"])
+	}
+
+	// What the run did to the target is in the report, not only in the
+	// progress lines.
+	spent := actors.PracticeBalanceCeiling.Sub(b).Display()
+	want := TargetChanges{Deposited: "999999.00", Spent: spent, KeysMade: 2, KeysRevoked: 2}
+	if c := rep.Changes; c == nil || c.Deposited != want.Deposited || c.Spent != want.Spent || c.KeysMade != 2 || c.KeysRevoked != 2 || len(c.KeysLeftActive) != 0 {
+		t.Errorf("changes %+v, want %+v", c, want)
+	}
+	if spent == "0.00" {
+		t.Errorf("the run spent nothing: %+v", rep.Spends)
+	}
+	var text bytes.Buffer
+	rep.WriteText(&text)
+	for _, line := range []string{"deposited 999999.00, spent " + spent, "0 reused, 2 created", "2 made, 2 revoked at the end"} {
+		if !strings.Contains(text.String(), line) {
+			t.Errorf("the text report lacks %q:\n%s", line, text.String())
+		}
+	}
+	js, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var top map[string]any
+	if err := json.Unmarshal(js, &top); err != nil {
+		t.Fatal(err)
+	}
+	if top["num_cpu"] != float64(runtime.NumCPU()) || top["rate_limited"] != false || top["mostly_declined"] != false || top["server_failed"] != false || top["interrupted"] != false {
+		t.Errorf("JSON report lacks the core count or the verdicts: %s", js)
+	}
+	if c, _ := top["target_changes"].(map[string]any); c == nil || c["deposited"] != "999999.00" || c["keys_revoked"] != float64(2) {
+		t.Errorf("JSON report lacks what the run did to the target: %s", js)
+	}
+}
+
+// An owner whose reserve_floor keeps most of a full pool out of reach
+// gets its spends declined for funds: the error says the floor is why,
+// and the report names it.
+func TestTargetRunNamesTheReserveFloor(t *testing.T) {
+	srv := guardtest.Start(t, guardtest.WithConfig(func(c *wire.Config) { c.PracticePool = "1000000.00" }))
+	owner := srv.NewOwner(t).TestKey
+	if r := srv.Do(t, http.MethodPost, "/v1/funding", owner, nil, map[string]any{"reserve_floor": "999999.90"}); r.Status != http.StatusOK {
+		t.Fatalf("setting the reserve floor: %d %s", r.Status, r.Raw)
+	}
+	rep, progress, err := runTarget(t, srv, owner, 2)
+	if err == nil || !strings.Contains(err.Error(), "reserve_floor (999999.90") || !strings.Contains(err.Error(), "POST /v1/funding") {
+		t.Fatalf("a run against a pool held by its floor: %v, want an error naming the reserve_floor\n%s", err, progress)
+	}
+	if !rep.MostlyDeclined || rep.Changes == nil || !slices.Equal(rep.Changes.ReserveFloors, []string{"999999.90"}) {
+		t.Errorf("mostly declined %v, changes %+v; want the floor in the report", rep.MostlyDeclined, rep.Changes)
+	}
+	if !strings.Contains(progress, "reserve_floor of 999999.90") {
+		t.Errorf("the progress does not tell of the floor:\n%s", progress)
+	}
+}
+
+// staleServer answers its first connection's one request, then closes
+// that connection once idle, as a restarted server leaves a client's
+// kept-alive connection; later connections get every request answered
+// with answer. It returns its address, a channel closed once the first
+// connection is closed, and the requests' first lines.
+func staleServer(t *testing.T, answer string) (string, <-chan struct{}, <-chan string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	closed, lines := make(chan struct{}), make(chan string, 16)
+	ok := "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+	go func() {
+		for n := 0; ; n++ {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				r := bufio.NewReader(conn)
+				for {
+					req, err := http.ReadRequest(r)
+					if err != nil {
+						return
+					}
+					lines <- req.Method + " " + req.URL.Path
+					if n == 0 {
+						_, _ = conn.Write([]byte(ok))
+						_ = conn.Close()
+						close(closed)
+						return
+					}
+					_, _ = conn.Write([]byte(answer))
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String(), closed, lines
+}
+
+// TestRevokeRetriesOnAFreshConnection: after a server restart the
+// client's kept-alive connection is dead; the revocation that goes out on
+// it fails, and is sent again on a new connection instead of leaving the
+// key active.
+func TestRevokeRetriesOnAFreshConnection(t *testing.T) {
+	addr, closed, lines := staleServer(t, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+	c := newClient(addr, 1)
+	defer c.CloseIdleConnections()
+	ctx := context.Background()
+	if err := callJSON(ctx, c, "GET", "/v1/funding", "svc_test_owner_x", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	<-closed
+	var progress bytes.Buffer
+	tgt := &targetSetup{client: c, progress: func(f string, a ...any) { fmt.Fprintf(&progress, f+"\n", a...) },
+		keys: []madeKey{{id: "key_1", agentID: "agt_1", ownerKey: "svc_test_owner_x"}}}
+	if err := tgt.revokeKeys(ctx); err != nil {
+		t.Fatalf("revoking after the server closed the kept-alive connection: %v", err)
+	}
+	if tgt.revoked != 1 || len(tgt.left) != 0 {
+		t.Errorf("revoked %d, left %v", tgt.revoked, tgt.left)
+	}
+	<-lines // the setup's GET
+	if got := <-lines; got != "POST /v1/keys/key_1/revoke" {
+		t.Errorf("request %q, want the revocation", got)
+	}
+}
+
+// TestRevokeSaysWhichKeysAreLeft: against a server that no longer
+// answers, the revocation gives up at a short deadline and names each key
+// left active, with how to revoke it.
+func TestRevokeSaysWhichKeysAreLeft(t *testing.T) {
+	if revokeTimeout > 15*time.Second {
+		t.Errorf("the revocation waits %v for a frozen server; an interrupted run must end sooner", revokeTimeout)
+	}
+	defer func(d time.Duration) { revokeTimeout = d }(revokeTimeout)
+	revokeTimeout = 100 * time.Millisecond
+	addr := frozenServer(t)
+	tgt := &targetSetup{client: newClient(addr, 1), progress: func(string, ...any) {},
+		keys: []madeKey{{id: "key_a", agentID: "agt_1", ownerKey: "svc_test_owner_x"}, {id: "key_b", agentID: "agt_2", ownerKey: "svc_test_owner_x"}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // Ctrl-C: the revocation still runs, on a deadline of its own
+	err := tgt.revokeKeys(ctx)
+	for _, want := range []string{"could not revoke 2 agent key(s)", "key_a, key_b", "POST /v1/keys/{id}/revoke and the owner key",
+		"http://" + addr + "/v1/keys/key_a/revoke", "run the bench again with the same -owner-key"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want one saying %q", err, want)
+		}
+	}
+	if !slices.Equal(tgt.left, []string{"key_a", "key_b"}) || tgt.revoked != 0 {
+		t.Errorf("left %v, revoked %d", tgt.left, tgt.revoked)
 	}
 }
 
@@ -379,11 +536,11 @@ func TestTargetRunFillsAnEmptyPracticePool(t *testing.T) {
 func TestMostlyDeclinedIsAnError(t *testing.T) {
 	rep := &Report{Spends: PhaseReport{Name: "spends", Requests: 1000, OK: 1000,
 		Statuses: map[string]int64{"settled": 100, "declined": 900}, Declines: map[string]int64{"insufficient_pool": 900}}}
-	if err := rep.MostlyDeclined(); err == nil || !strings.Contains(err.Error(), "insufficient_pool 900") {
+	if err := rep.mostlyDeclinedError(); err == nil || !strings.Contains(err.Error(), "insufficient_pool 900") {
 		t.Fatalf("900 of 1000 declined: %v", err)
 	}
 	rep.Spends.Statuses = map[string]int64{"settled": 990, "declined": 10}
-	if err := rep.MostlyDeclined(); err != nil {
+	if err := rep.mostlyDeclinedError(); err != nil {
 		t.Fatalf("10 of 1000 declined: %v", err)
 	}
 }
