@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 func TestOptionsValidate(t *testing.T) {
@@ -646,5 +648,40 @@ func TestOpenHeldStoreSaysWhy(t *testing.T) {
 	_, err := Open(testOptions(dir, func(o *Options) { o.OpenTimeout = 50 * time.Millisecond }))
 	if err == nil || !strings.Contains(err.Error(), "is a server already running on this data directory?") {
 		t.Fatalf("opening a held store: %v", err)
+	}
+}
+
+// A new file gets filePageSize pages; a file made with bbolt's default 4 KiB
+// pages, as files were before, keeps them and its data.
+func TestPageSizeOfNewAndExistingFiles(t *testing.T) {
+	fresh := testOptions(t.TempDir(), nil)
+	s := openStore(t, fresh)
+	if got := s.db.Info().PageSize; got != filePageSize {
+		t.Errorf("new file: page size %d, want %d", got, filePageSize)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	old := testOptions(t.TempDir(), nil)
+	db, err := bolt.Open(old.Path, 0o600, &bolt.Options{PageSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openStore(t, old)
+	mustAppend(t, s, Put("spends", []byte("spd_1"), []byte("kept")))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openStore(t, old)
+	defer s.Close()
+	if got := s.db.Info().PageSize; got != 4096 {
+		t.Errorf("existing file: page size %d, want the 4096 it was made with", got)
+	}
+	if v, ok := mustGet(t, s, "spends", "spd_1"); !ok || v != "kept" {
+		t.Errorf("existing file: spd_1 = %q, %v after a close and reopen", v, ok)
 	}
 }
