@@ -275,7 +275,8 @@ func sameTime(a, b *time.Time) bool {
 // version alone, the block would wait the loosening's hour; published
 // alone, the waiting version would undo it when it came due. A version
 // that applies at once without such a split supersedes the waiting ones:
-// they are cancelled.
+// they are cancelled. So is a waiting version looser than a new one that
+// waits too (see takenBack).
 func (a *agentActor) publish(m *publishPolicy) {
 	if a.agent.Status == AgentArchived {
 		// Like its other changes: an archived agent's rules are its last.
@@ -331,6 +332,20 @@ func (a *agentActor) publish(m *publishPolicy) {
 			atOnce, top = &p, top+1
 		}
 	}
+	// A new version that waits is the owner's newest word, yet the
+	// versions waiting before it come due first. One of them looser than
+	// it somewhere (a trusted destination the edit removed, a raise it
+	// lowered again) would let the agent pay, until the new version's
+	// time, what the owner has since taken back: it is cancelled, and
+	// what the new version keeps of it waits with the new version.
+	var takenBack []policy.Policy
+	if loosens && atOnce == nil && rebase == nil {
+		for _, w := range hist.pending {
+			if policy.Loosens(rules, w.Rules) {
+				takenBack = append(takenBack, w)
+			}
+		}
+	}
 	eff := now
 	if loosens {
 		eff = now.Add(a.sys.cfg.LoosenDelay)
@@ -359,6 +374,9 @@ func (a *agentActor) publish(m *publishPolicy) {
 		for _, w := range hist.pending {
 			a.cancelVersion(c, w, now)
 		}
+	}
+	for _, w := range takenBack {
+		a.cancelVersion(c, w, now)
 	}
 	c.put(bPolicies, versionKey(a.id, pol.Version), pol)
 	c.putRaw(bPolicyIDs, []byte(pol.ID), versionKey(a.id, pol.Version))

@@ -426,3 +426,76 @@ func TestOwnerReadsWaitingPolicyChanges(t *testing.T) {
 	wantError(t, call(t, e.srv, http.MethodGet, "/v1/policy_changes/pol_nothing", e.owner.TestKey, nil, nil),
 		404, "not_found_error", "resource_missing", "")
 }
+
+// An edit that takes back part of a waiting loosening (a trusted
+// destination removed before it applied, a raised limit lowered again but
+// still above the one in effect) waits its own hour, and the waiting
+// versions it takes back from are cancelled: applied at their earlier time
+// they would have let the agent pay what the owner's newest rules forbid.
+func TestTakingBackAWaitingLooseningCancelsIt(t *testing.T) {
+	t.Run("a trusted destination removed", func(t *testing.T) {
+		clock := guardtest.NewFakeClock(epoch)
+		e := start(t, guardtest.WithClock(clock))
+		x := addDestination(t, e, "trusted", "x.example.com")
+		y := addDestination(t, e, "trusted", "y.example.com")
+		clock.Advance(30 * time.Minute)
+		quiesce(t, e.srv)
+		r := call(t, e.srv, http.MethodDelete, "/v1/agents/"+e.agentID+"/destinations/trusted/x.example.com", e.owner.TestKey, nil, nil)
+		mustStatus(t, r, http.StatusOK)
+		if r.Body["effective_at"] == r.Body["created_at"] {
+			t.Fatalf("the newest rules still trust y.example.com, which is not in effect: they must wait: %s", r.Raw)
+		}
+		for _, id := range []any{x["id"], y["id"]} {
+			got := call(t, e.srv, http.MethodGet, "/v1/policy_changes/"+id.(string), e.owner.TestKey, nil, nil)
+			if got.Body["status"] != "cancelled" {
+				t.Errorf("the waiting change %v that trusts x.example.com reads %s", id, got.Raw)
+			}
+		}
+		if ids, _ := listIDs(t, e.srv, e.owner.TestKey, "/v1/events?type=policy.change_cancelled"); len(ids) != 2 {
+			t.Errorf("%d policy.change_cancelled events, want 2", len(ids))
+		}
+		clock.Advance(31 * time.Minute) // past the time of the cancelled changes
+		quiesce(t, e.srv)
+		if got := checkReason(t, e, "x.example.com"); got != "unknown_destination" {
+			t.Fatalf("after the removal, x.example.com is %s when the older changes' time passes", got)
+		}
+		clock.Advance(30 * time.Minute) // past the newest version's hour
+		quiesce(t, e.srv)
+		if got := checkReason(t, e, "y.example.com"); got != "allowed" {
+			t.Errorf("the newest rules trust y.example.com after their hour; a check says %s", got)
+		}
+		if got := checkReason(t, e, "x.example.com"); got != "unknown_destination" {
+			t.Errorf("x.example.com after the newest rules applied: %s", got)
+		}
+	})
+	t.Run("a raised limit lowered again", func(t *testing.T) {
+		clock := guardtest.NewFakeClock(epoch)
+		e := start(t, guardtest.WithClock(clock))
+		path := "/v1/agents/" + e.agentID + "/policy"
+		body := func(perSpend string) string {
+			return `{"per_spend_limit":"` + perSpend + `","daily_cap":"400.00","monthly_cap":"500.00",` +
+				`"approval_over":"200.00","trusted_destinations":["api.vendor.com","*.shop.io"]}`
+		}
+		first := call(t, e.srv, http.MethodPost, path, e.owner.TestKey, nil, body("150.00"))
+		mustStatus(t, first, http.StatusOK)
+		clock.Advance(10 * time.Minute)
+		quiesce(t, e.srv)
+		mustStatus(t, call(t, e.srv, http.MethodPost, path, e.owner.TestKey, nil, body("120.00")), http.StatusOK)
+		clock.Advance(51 * time.Minute) // past the first change's hour
+		quiesce(t, e.srv)
+		if got := call(t, e.srv, http.MethodGet, "/v1/policy", e.agentKey, nil, nil).Body["per_spend_limit"]; got != "100.00" {
+			t.Fatalf("per_spend_limit %v when the first raise's hour passed; the owner took it back to 120.00, which waits", got)
+		}
+		if got := spend(t, e.srv, e.agentKey, newKey(), spendBody("130.00", "api.vendor.com", "/a")); got.Body["decline_reason"] != "per_spend_limit" {
+			t.Fatalf("a 130.00 payment after the raise to 150.00 was taken back: %s", got.Raw)
+		}
+		if got := call(t, e.srv, http.MethodGet, "/v1/policy_changes/"+first.Body["id"].(string), e.owner.TestKey, nil, nil); got.Body["status"] != "cancelled" {
+			t.Errorf("the first raise reads %s", got.Raw)
+		}
+		clock.Advance(10 * time.Minute)
+		quiesce(t, e.srv)
+		if got := call(t, e.srv, http.MethodGet, "/v1/policy", e.agentKey, nil, nil).Body["per_spend_limit"]; got != "120.00" {
+			t.Errorf("per_spend_limit %v after the second raise's hour, want 120.00", got)
+		}
+	})
+}
