@@ -18,6 +18,8 @@ var policyGroup = cmdGroup{
 	cmds: []subcommand{
 		{"show", "AGENT_ID", "print the policy in effect", policyShow},
 		{"set", "AGENT_ID -file FILE.json", "publish the rules of a JSON file, such as show -json's output (\"-\": stdin)", policySet},
+		{"changes", "AGENT_ID", "list the versions that wait for their effective_at (loosenings), oldest first", policyChanges},
+		{"cancel", "CHANGE_ID", "cancel a waiting version (and those built on it) before it applies", policyCancel},
 	},
 }
 
@@ -83,14 +85,7 @@ func (c *cli) printPolicy(verb string, raw []byte) error {
 	if _, err := fmt.Fprint(c.stdout, b.String()); err != nil {
 		return err
 	}
-	if err := c.table(nil, rows); err != nil {
-		return err
-	}
-	if !eff.IsZero() && eff.After(time.Now()) {
-		_, err := fmt.Fprintf(c.stdout, "This version loosens the rules: it takes effect at %s; until then the previous version applies.\n", when(&eff))
-		return err
-	}
-	return nil
+	return c.table(nil, rows)
 }
 
 func policyShow(c *cli, args []string) error {
@@ -244,12 +239,124 @@ func policySet(c *cli, args []string) error {
 	if body, err = c.rulesOnly(pos[0], src, body); err != nil {
 		return err
 	}
-	raw, err := c.postJSON("/v1/agents/"+pathID(pos[0])+"/policy", body, nil)
+	agentPath := "/v1/agents/" + pathID(pos[0])
+	// What waited before, to name what this version cancels; the
+	// publish does not depend on it.
+	waitedBefore, beforeErr := c.waitingChanges(pos[0])
+	var inEffect policyChange
+	_, inEffectErr := c.getJSON(agentPath+"/policy", nil, &inEffect)
+	raw, err := c.postJSON(agentPath+"/policy", body, nil)
 	if err != nil {
 		return err
 	}
 	if c.jsonOut {
 		return c.printJSON(raw)
 	}
-	return c.printPolicy("published ", raw)
+	if err := c.printPolicy("published ", raw); err != nil {
+		return err
+	}
+	var pub policyChange
+	if err := decodeAnswer(raw, &pub); err != nil {
+		return err
+	}
+	if pub.EffectiveAt.After(pub.CreatedAt) {
+		// The service compares with its own clock (a practice clock may
+		// be ahead of this machine's): a version published to wait has
+		// effective_at after created_at.
+		msg := fmt.Sprintf("This version loosens the rules: it takes effect at %s.", when(&pub.EffectiveAt))
+		var now policyChange
+		if _, err := c.getJSON(agentPath+"/policy", nil, &now); err == nil && now.ID != pub.ID {
+			if inEffectErr == nil && now.ID != inEffect.ID {
+				msg += fmt.Sprintf(" Its tightening fields apply now, as version %d; until then that version applies.", now.Version)
+			} else {
+				msg += fmt.Sprintf(" Until then version %d applies.", now.Version)
+			}
+		}
+		if _, err := fmt.Fprintln(c.stdout, msg); err != nil {
+			return err
+		}
+	}
+	if beforeErr != nil {
+		return nil
+	}
+	var gone []string
+	for _, w := range waitedBefore {
+		var now policyChange
+		if _, err := c.getJSON("/v1/policy_changes/"+pathID(w.ID), nil, &now); err == nil && now.Status == "cancelled" {
+			gone = append(gone, fmt.Sprintf("version %d (%s)", w.Version, w.ID))
+		}
+	}
+	if len(gone) > 0 {
+		_, err := fmt.Fprintf(c.stdout, "Cancelled by this version, so they never apply: %s.\n", strings.Join(gone, ", "))
+		return err
+	}
+	return nil
+}
+
+// policyChange is what the CLI reads of a policy version or a waiting
+// change.
+type policyChange struct {
+	ID          string     `json:"id"`
+	Version     int        `json:"version"`
+	Status      string     `json:"status"`
+	EffectiveAt time.Time  `json:"effective_at"`
+	CreatedAt   time.Time  `json:"created_at"`
+	CancelledAt *time.Time `json:"cancelled_at"`
+}
+
+// waitingChanges lists an agent's versions that wait.
+func (c *cli) waitingChanges(agentID string) ([]policyChange, error) {
+	var page struct {
+		Data []policyChange `json:"data"`
+	}
+	_, err := c.getJSON("/v1/agents/"+pathID(agentID)+"/policy_changes", nil, &page)
+	return page.Data, err
+}
+
+func policyChanges(c *cli, args []string) error {
+	fs := c.flags()
+	pos, err := c.parse(fs, args, "AGENT_ID")
+	if err != nil {
+		return err
+	}
+	raw, err := c.getJSON("/v1/agents/"+pathID(pos[0])+"/policy_changes", nil, nil)
+	if err != nil {
+		return err
+	}
+	if c.jsonOut {
+		return c.printJSON(raw)
+	}
+	var page struct {
+		Data []policyChange `json:"data"`
+	}
+	if err := decodeAnswer(raw, &page); err != nil {
+		return err
+	}
+	if len(page.Data) == 0 {
+		_, err := fmt.Fprintf(c.stdout, "No version of agent %s waits: the policy in effect is the newest (guard policy show %s).\n", pos[0], pos[0])
+		return err
+	}
+	rows := make([][]string, 0, len(page.Data))
+	for _, w := range page.Data {
+		rows = append(rows, []string{w.ID, fmt.Sprint(w.Version), w.Status, when(&w.EffectiveAt)})
+	}
+	return c.table([]string{"ID", "VERSION", "STATUS", "EFFECTIVE AT"}, rows)
+}
+
+func policyCancel(c *cli, args []string) error {
+	fs := c.flags()
+	pos, err := c.parse(fs, args, "CHANGE_ID")
+	if err != nil {
+		return err
+	}
+	var ch policyChange
+	raw, err := c.postJSON("/v1/policy_changes/"+pathID(pos[0])+"/cancel", nil, &ch)
+	if err != nil {
+		return err
+	}
+	if c.jsonOut {
+		return c.printJSON(raw)
+	}
+	_, err = fmt.Fprintf(c.stdout, "cancelled policy version %d (%s), cancelled at %s: it never applies\n", ch.Version, ch.ID, when(ch.CancelledAt))
+	return err
 }

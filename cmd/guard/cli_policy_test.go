@@ -123,3 +123,58 @@ func TestCLIPolicyShowSetRoundTrip(t *testing.T) {
 		t.Errorf("policy set AGENT FILE: %v (exit %d); want a usage error that shows -file", err, exitCode(err))
 	}
 }
+
+// policy set says what it did by the service's clock (here a fake one,
+// months from this machine's): a tightening applies at once, a loosening
+// waits and names the version in effect until then, a mixed edit names
+// the version its tightening fields became, and a version that cancels
+// waiting ones names them. policy changes lists what waits and policy
+// cancel cancels it.
+func TestCLIPolicyWaitingChanges(t *testing.T) {
+	clock := guardtest.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	s := guardtest.Start(t, guardtest.WithClock(clock))
+	owner := s.NewOwner(t)
+	id, _ := s.NewAgent(t, owner.TestKey, `{"per_spend_limit":"8.00","daily_cap":"40.00"}`)
+	set := func(body string) string {
+		t.Helper()
+		return cliOK(t, s, owner.TestKey, "policy", "set", id, "-file", writeFile(t, "rules.json", body))
+	}
+
+	out := set(`{"per_spend_limit":"6.00","daily_cap":"40.00"}`)
+	if strings.Contains(out, "loosens") || strings.Contains(out, "Cancelled") {
+		t.Errorf("a tightening applies at once, yet policy set printed:\n%s", out)
+	}
+	out = set(`{"per_spend_limit":"9.00","daily_cap":"40.00"}`)
+	if !strings.Contains(out, "This version loosens the rules") || !strings.Contains(out, "Until then version 2 applies") {
+		t.Errorf("a loosening: policy set printed:\n%s", out)
+	}
+	waiting := cliOK(t, s, owner.TestKey, "policy", "changes", id)
+	line := lineWith(waiting, "pending")
+	if !strings.Contains(line, "pol_") || !strings.Contains(line, " 3 ") {
+		t.Fatalf("policy changes after a loosening:\n%s", waiting)
+	}
+	first := strings.Fields(line)[0]
+
+	// Lower per spend, raise daily: the lower limit applies now as version
+	// 4, the whole edit waits as 5, and the raise to 9.00 that waited is
+	// cancelled and named.
+	out = set(`{"per_spend_limit":"5.00","daily_cap":"45.00"}`)
+	for _, want := range []string{"published policy version 5", "Its tightening fields apply now, as version 4",
+		"Cancelled by this version, so they never apply: version 3 (" + first + ")"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("a mixed edit: policy set printed:\n%s\nwant %q", out, want)
+		}
+	}
+	line = lineWith(cliOK(t, s, owner.TestKey, "policy", "changes", id), "pending")
+	second := strings.Fields(line)[0]
+	out = cliOK(t, s, owner.TestKey, "policy", "cancel", second)
+	if !strings.Contains(out, "cancelled policy version 5 ("+second+")") {
+		t.Errorf("policy cancel printed:\n%s", out)
+	}
+	if out := cliOK(t, s, owner.TestKey, "policy", "changes", id); !strings.Contains(out, "No version of agent "+id+" waits") {
+		t.Errorf("policy changes after the cancel:\n%s", out)
+	}
+	if p := cliJSON(t, s, owner.TestKey, "policy", "show", id); p["version"] != float64(4) || p["per_spend_limit"] != "5.00" || p["daily_cap"] != "40.00" {
+		t.Errorf("in effect after the cancel: %v", p)
+	}
+}
