@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -208,6 +209,12 @@ func (s *System) CreateAgentKey(ctx context.Context, p Principal, agentID string
 	return CreatedKey{KeyView: k.View(), Secret: secret}, nil
 }
 
+// MaxWaitingPolicyChanges is how many versions of an agent's rules may wait
+// to apply at once. Each holds a timer, and the list of what waits is
+// answered whole; an owner who loosens this often within the hour cancels
+// first.
+const MaxWaitingPolicyChanges = 20
+
 // PolicyEdit builds new rules from the newest published rules.
 type PolicyEdit func(latest policy.Rules) (policy.Rules, *Error)
 
@@ -346,6 +353,25 @@ func (a *agentActor) publish(m *publishPolicy) {
 			}
 		}
 	}
+	if loosens {
+		waiting := len(hist.pending) - len(takenBack)
+		if atOnce != nil {
+			waiting = 0 // the part published at once cancels them all
+		}
+		if waiting >= MaxWaitingPolicyChanges {
+			oldest := hist.pending[0]
+			for _, w := range hist.pending {
+				if !slices.ContainsFunc(takenBack, func(t policy.Policy) bool { return t.ID == w.ID }) {
+					oldest = w
+					break
+				}
+			}
+			m.reply <- publishReply{err: &Error{Code: CodeQuotaExceeded, Message: fmt.Sprintf(
+				"%d versions of agent %s's rules already wait to apply, the most allowed; cancel one (POST /v1/policy_changes/{id}/cancel; GET /v1/agents/%s/policy_changes lists them) or publish again after the oldest applies at %s.",
+				waiting, a.id, a.id, oldest.EffectiveAt.UTC().Format(time.RFC3339))}}
+			return
+		}
+	}
 	eff := now
 	if loosens {
 		eff = now.Add(a.sys.cfg.LoosenDelay)
@@ -476,8 +502,8 @@ func (a *agentActor) policyHistory(now time.Time) (policyHistory, error) {
 func (a *agentActor) cancelVersion(c *change, p policy.Policy, now time.Time) PolicyChange {
 	at, _ := now.MarshalText()
 	c.putRaw(bPolicyCancels, []byte(p.ID), at)
-	pc := PolicyChange{ID: p.ID, Object: "policy_change", AgentID: a.id, Version: p.Version, Hash: p.Hash,
-		EffectiveAt: p.EffectiveAt, Status: "cancelled", CancelledAt: &now}
+	pc := waitingChange(&p)
+	pc.Status, pc.CancelledAt = "cancelled", &now
 	c.event(a.env, a.id, "policy.change_cancelled", pc, audienceOwner, now)
 	return pc
 }

@@ -118,7 +118,7 @@ func policyRef(p *policy.Policy) map[string]any {
 // apply (spec 6.2: policy.change_requested carries a policy_change).
 func waitingChange(p *policy.Policy) PolicyChange {
 	return PolicyChange{ID: p.ID, Object: "policy_change", AgentID: p.AgentID, Version: p.Version, Hash: p.Hash,
-		Status: "pending", EffectiveAt: p.EffectiveAt}
+		Status: "pending", EffectiveAt: p.EffectiveAt, CreatedAt: p.CreatedAt, Rules: p.Rules}
 }
 
 // PolicyChange is a published version that waits, or waited, to apply.
@@ -130,7 +130,11 @@ type PolicyChange struct {
 	Hash        string     `json:"hash"`
 	Status      string     `json:"status"` // pending, applied, cancelled
 	EffectiveAt time.Time  `json:"effective_at"`
+	CreatedAt   time.Time  `json:"created_at"`
 	CancelledAt *time.Time `json:"cancelled_at"`
+	// Rules are the version's whole rules: what applies at effective_at,
+	// which the owner reads before deciding to let it or cancel it.
+	Rules policy.Rules `json:"rules"`
 }
 
 // PolicyChanges lists the agent's versions that wait to apply, oldest
@@ -258,8 +262,7 @@ func (a *agentActor) cancelChange(m *cancelPolicyChange) {
 		return
 	}
 	now := a.now()
-	pc := PolicyChange{ID: pol.ID, Object: "policy_change", AgentID: a.id, Version: pol.Version, Hash: pol.Hash,
-		EffectiveAt: pol.EffectiveAt}
+	pc := waitingChange(&pol)
 	if raw, _ := a.sys.store.Get(bPolicyCancels, []byte(pol.ID)); raw != nil {
 		var at time.Time
 		_ = at.UnmarshalText(raw)

@@ -147,6 +147,20 @@ func writeSpendList(c *call, url string, page actors.Page) {
 
 // writeListOf writes a page; a non-nil itemTail closes each item in place
 // of its final brace.
+// wholeList is a list answered in one page, in the field order of the
+// paged lists.
+type wholeList struct {
+	Object  string `json:"object"`
+	Data    any    `json:"data"`
+	HasMore bool   `json:"has_more"`
+	URL     string `json:"url"`
+}
+
+// writeWholeList answers a list that is never paged (its size is bounded).
+func writeWholeList(c *call, url string, data any) {
+	writeJSON(c.ctx, 200, c.reqID, wholeList{Object: "list", Data: data, URL: url})
+}
+
 func writeListOf(c *call, url string, page actors.Page, itemTail []byte) {
 	n := 64
 	for _, it := range page.Items {

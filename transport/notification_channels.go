@@ -99,8 +99,7 @@ func (s *Server) listNotificationChannels(c *call) *apiError {
 	if err != nil {
 		return fromActors(err)
 	}
-	writeJSON(c.ctx, 200, c.reqID, map[string]any{"object": "list", "data": chans, "has_more": false,
-		"url": "/v1/notification_channels"})
+	writeWholeList(c, "/v1/notification_channels", chans)
 	return nil
 }
 

@@ -89,8 +89,7 @@ func (s *Server) listPolicyChanges(c *call) *apiError {
 	if err != nil {
 		return fromActors(err)
 	}
-	writeJSON(c.ctx, 200, c.reqID, map[string]any{"object": "list", "data": changes, "has_more": false,
-		"url": "/v1/agents/" + id + "/policy_changes"})
+	writeWholeList(c, "/v1/agents/"+id+"/policy_changes", changes)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package transport_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -498,4 +499,50 @@ func TestTakingBackAWaitingLooseningCancelsIt(t *testing.T) {
 			t.Errorf("per_spend_limit %v after the second raise's hour, want 120.00", got)
 		}
 	})
+}
+
+// A policy change carries the rules it applies and when it was published,
+// so the owner can read what waits before letting it apply; its list has
+// the paged lists' field order.
+func TestAPolicyChangeShowsItsRules(t *testing.T) {
+	e := start(t)
+	id := addDestination(t, e, "trusted", "later.example.com")["id"].(string)
+	r := call(t, e.srv, http.MethodGet, "/v1/policy_changes/"+id, e.owner.TestKey, nil, nil)
+	mustStatus(t, r, http.StatusOK)
+	rules, _ := r.Body["rules"].(map[string]any)
+	trusted, _ := rules["trusted_destinations"].([]any)
+	if len(trusted) == 0 || trusted[len(trusted)-1] != "later.example.com" || rules["per_spend_limit"] == nil || r.Body["created_at"] == nil {
+		t.Fatalf("the waiting change does not show its rules: %s", r.Raw)
+	}
+	list := call(t, e.srv, http.MethodGet, "/v1/agents/"+e.agentID+"/policy_changes", e.owner.TestKey, nil, nil)
+	if !strings.HasPrefix(string(list.Raw), `{"object":"list","data":[{"id":"`+id+`"`) {
+		t.Fatalf("the list of waiting changes: %s", list.Raw)
+	}
+}
+
+// At most MaxWaitingPolicyChanges versions wait at once: one more is 409
+// quota_exceeded, saying how to make room, and publishes nothing.
+func TestWaitingPolicyChangesAreBounded(t *testing.T) {
+	e := start(t)
+	var first string
+	for i := range 20 {
+		v := addDestination(t, e, "trusted", fmt.Sprintf("v%d.example.com", i))
+		if i == 0 {
+			first = v["id"].(string)
+		}
+	}
+	r := call(t, e.srv, http.MethodPost, "/v1/agents/"+e.agentID+"/destinations", e.owner.TestKey, nil,
+		`{"list":"trusted","pattern":"one-more.example.com"}`)
+	wantError(t, r, 409, "invalid_request_error", "quota_exceeded", "")
+	if msg := r.Body["error"].(map[string]any)["message"].(string); !strings.Contains(msg, "20 versions") || !strings.Contains(msg, "cancel one") {
+		t.Errorf("the refusal says %q", msg)
+	}
+	if got := call(t, e.srv, http.MethodGet, "/v1/agents/"+e.agentID+"/policy_changes", e.owner.TestKey, nil, nil); len(got.Body["data"].([]any)) != 20 {
+		t.Fatalf("after the refusal %d changes wait, want 20", len(got.Body["data"].([]any)))
+	}
+	// A tightening still applies at once, and a cancel makes room.
+	mustStatus(t, call(t, e.srv, http.MethodPost, "/v1/agents/"+e.agentID+"/destinations", e.owner.TestKey, nil,
+		`{"list":"blocked","pattern":"bad.example.com"}`), http.StatusOK)
+	mustStatus(t, call(t, e.srv, http.MethodPost, "/v1/policy_changes/"+first+"/cancel", e.owner.TestKey, nil, nil), http.StatusOK)
+	addDestination(t, e, "trusted", "one-more.example.com")
 }

@@ -67,7 +67,7 @@ func (s *Server) listWebhookEndpoints(c *call) *apiError {
 	if err != nil {
 		return fromActors(err)
 	}
-	writeJSON(c.ctx, 200, c.reqID, map[string]any{"object": "list", "data": eps, "has_more": false, "url": "/v1/webhook_endpoints"})
+	writeWholeList(c, "/v1/webhook_endpoints", eps)
 	return nil
 }
 
@@ -166,8 +166,7 @@ func (s *Server) redeliverEvent(c *call) *apiError {
 	if err != nil {
 		return fromActors(err)
 	}
-	writeJSON(c.ctx, 200, c.reqID, map[string]any{"object": "list", "data": ds, "has_more": false,
-		"url": "/v1/test/events/" + id + "/redeliver"})
+	writeWholeList(c, "/v1/test/events/"+id+"/redeliver", ds)
 	return nil
 }
 
