@@ -14,7 +14,7 @@ import (
 )
 
 // A request that is not well-formed HTTP gets a 400 invalid_request whose
-// message names the fault in general terms. The server's parser quotes the
+// message names the fault in general terms, and is logged like any other. The server's parser quotes the
 // raw request in its error, so an answer built from it would hand the
 // caller's API key back in an error body, where clients and proxies log it.
 func TestMalformedRequestIsNotEchoed(t *testing.T) {
@@ -46,7 +46,12 @@ func TestMalformedRequestIsNotEchoed(t *testing.T) {
 				t.Errorf("error %+v, want invalid_request_error/invalid_request saying what to fix", e.Error)
 			}
 			if resp.Header.Get("Request-Id") == "" || resp.Header.Get("Service-Version") == "" {
-				t.Errorf("headers %v lack Request-Id or Service-Version", resp.Header)
+				t.Fatalf("headers %v lack Request-Id or Service-Version", resp.Header)
+			}
+			// Logged like any answer, without the request's secrets.
+			line := logLine(t, s, "request_id="+resp.Header.Get("Request-Id"))
+			if !strings.Contains(line, "status=400") || !strings.Contains(line, "code=invalid_request") || strings.Contains(line, "SECRET") {
+				t.Errorf("the answer's log line: %s", line)
 			}
 		})
 	}

@@ -570,12 +570,27 @@ func (s *Server) transportError(ctx *fasthttp.RequestCtx, err error) {
 		s.http.Handler(ctx)
 		return
 	}
+	start := time.Now()
 	reqID := s.ids.next()
 	ctx.Response.Header.Set("Request-Id", reqID)
 	ctx.Response.Header.Set("Service-Version", APIVersion)
-	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
-		writeError(ctx, reqID, errBodyTooLarge)
+	answer := s.connectionError(ctx, err)
+	writeError(ctx, reqID, answer)
+	// Answered like any request, so logged and counted like one; but not
+	// a connection closed for time before a request's headers arrived
+	// (mostly a client's spare connection that never sent a byte): that
+	// was no request at all.
+	if answer.code == codeRequestTimeout && len(ctx.Request.Header.RawHeaders()) == 0 {
 		return
+	}
+	s.logAnswer(ctx, reqID, start, nil, answer)
+	s.observe(ctx, start)
+}
+
+// connectionError is the answer to a request fasthttp could not read.
+func (s *Server) connectionError(ctx *fasthttp.RequestCtx, err error) *apiError {
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		return errBodyTooLarge
 	}
 	// The read deadline passed: on a connection that never sent a byte
 	// (a client's spare connection), or mid-request. That is no fault of
@@ -585,21 +600,19 @@ func (s *Server) transportError(ctx *fasthttp.RequestCtx, err error) {
 	// of a request cut short was acted on.
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		ctx.SetConnectionClose()
-		writeError(ctx, reqID, &apiError{code: codeRequestTimeout, message: fmt.Sprintf(
-			"The request was not received in full within %v; nothing was done. Send it again on a new connection.", s.cfg.ReadTimeout)})
-		return
+		return &apiError{code: codeRequestTimeout, message: fmt.Sprintf(
+			"The request was not received in full within %v; nothing was done. Send it again on a new connection.", s.cfg.ReadTimeout)}
 	}
 	var small *fasthttp.ErrSmallBuffer
 	if errors.As(err, &small) {
-		writeError(ctx, reqID, badParam(codeHeaderInvalid, "", "The request headers are too large; send shorter headers."))
-		return
+		return badParam(codeHeaderInvalid, "", "The request headers are too large; send shorter headers.")
 	}
 	// Anything else is a request that is not HTTP/1.1 as written: a header
 	// line without a colon, a Content-Length that is not a number, a broken
 	// chunk. fasthttp's error quotes the raw request, Authorization header
 	// and all, so the answer names the fault in general terms only.
-	writeError(ctx, reqID, badParam(string(actors.CodeInvalidRequest), "",
-		"The request is not well-formed HTTP/1.1: a header line, the Content-Length or the chunked body could not be parsed. Send a well-formed request."))
+	return badParam(string(actors.CodeInvalidRequest), "",
+		"The request is not well-formed HTTP/1.1: a header line, the Content-Length or the chunked body could not be parsed. Send a well-formed request.")
 }
 
 func (s *Server) health(c *call) *apiError {

@@ -215,10 +215,17 @@ func (c Config) validateMetricsAddr() error {
 		return fmt.Errorf("config: metrics_addr %q must be host:port, like 127.0.0.1:9464, or empty for no operator listener", c.MetricsAddr)
 	}
 	if apiHost, apiPort, err := net.SplitHostPort(c.Addr); err == nil && port != "0" && port == apiPort &&
-		(host == apiHost || host == "" || apiHost == "" || isWildcard(host) || isWildcard(apiHost)) {
+		(host == apiHost || host == "" || apiHost == "" || isWildcard(host) || isWildcard(apiHost) ||
+			isLocalhost(host) && isLocalhost(apiHost)) {
 		return fmt.Errorf("config: metrics_addr %q is the API's address (addr %q); give the operator listener a port of its own, like 127.0.0.1:9464", c.MetricsAddr, c.Addr)
 	}
 	return nil
+}
+
+// isLocalhost reports localhost or the loopback address it names: a port
+// of one of them taken is taken for the other.
+func isLocalhost(host string) bool {
+	return strings.EqualFold(host, "localhost") || host == "127.0.0.1" || host == "::1"
 }
 
 // isWildcard reports a listen host that means every address.

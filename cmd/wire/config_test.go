@@ -102,6 +102,7 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		{"metrics_addr", func(c *Config) { c.MetricsAddr = "127.0.0.1:99999" }},
 		{"metrics_addr", func(c *Config) { c.MetricsAddr = c.Addr }},
 		{"metrics_addr", func(c *Config) { c.MetricsAddr = "0.0.0.0:8080" }},
+		{"metrics_addr", func(c *Config) { c.MetricsAddr = "localhost:8080" }}, // the API's 127.0.0.1:8080
 	}
 	for _, tc := range cases {
 		t.Run(tc.field, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,7 +61,7 @@ func New() *Metrics {
 	m := &Metrics{registry: prometheus.NewRegistry()}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "guard_http_requests_total",
-		Help: "Answered API requests, by method, route pattern and HTTP status.",
+		Help: "Requests answered on the API listener (the API and the owner console), by method, route pattern and HTTP status.",
 	}, []string{"method", "route", "status"})
 	m.durations = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "guard_http_request_duration_seconds",
@@ -159,11 +160,21 @@ func (m *Metrics) Handler() http.Handler {
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	// go tool pprof posts the addresses it wants named.
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
-	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/" {
+	// Every method reaches this one, so a path served nowhere is 404
+	// whatever the method, and a served one asked with another method 405.
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		served := r.URL.Path == "/" || r.URL.Path == "/metrics" || strings.HasPrefix(r.URL.Path, "/debug/pprof/")
+		switch {
+		case !served:
 			http.NotFound(w, r)
+			return
+		case r.Method != http.MethodGet && r.Method != http.MethodHead:
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed: the operator listener answers GET", http.StatusMethodNotAllowed)
 			return
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -138,6 +139,23 @@ func TestHandlerServesMetricsAndNothingElse(t *testing.T) {
 	for path, want := range map[string]int{"/metrics": 200, "/": 200, "/debug/pprof/": 200, "/v1/spends": 404} {
 		if got := serveStatus(h, path); got != want {
 			t.Errorf("GET %s = %d, want %d", path, got, want)
+		}
+	}
+	// A path served nowhere is 404 whatever the method; a served one
+	// asked with another method is 405. go tool pprof posts to symbol.
+	for _, c := range []struct {
+		method, path string
+		want         int
+	}{
+		{http.MethodPost, "/anything", 404},
+		{http.MethodGet, "/anything", 404},
+		{http.MethodPost, "/metrics", 405},
+		{http.MethodDelete, "/debug/pprof/heap", 405},
+		{http.MethodPost, "/debug/pprof/symbol", 200},
+		{http.MethodHead, "/metrics", 200},
+	} {
+		if got := serveMethod(h, c.method, c.path); got != c.want {
+			t.Errorf("%s %s = %d, want %d", c.method, c.path, got, c.want)
 		}
 	}
 }
