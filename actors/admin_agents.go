@@ -324,8 +324,10 @@ func (s *System) RevokeKey(ctx context.Context, p Principal, keyID string) (KeyV
 	}
 	if ok, err := s.getJSON(bKeys, []byte(keyID), &k); err != nil {
 		return KeyView{}, ErrUnavailable
-	} else if !ok || k.OwnerID != p.OwnerID || k.Livemode != p.Livemode {
+	} else if !ok {
 		return KeyView{}, notFound
+	} else if k.OwnerID != p.OwnerID || k.Livemode != p.Livemode {
+		return KeyView{}, notFoundFor(p, "key", keyID, k.OwnerID, k.Livemode)
 	}
 	if k.RevokedAt != nil {
 		return k.View(), nil

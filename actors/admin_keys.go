@@ -50,8 +50,10 @@ func (s *System) RotateKey(ctx context.Context, p Principal, keyID string, grace
 	var old APIKey
 	if ok, err := s.getJSON(bKeys, []byte(keyID), &old); err != nil {
 		return CreatedKey{}, ErrUnavailable
-	} else if !ok || old.OwnerID != p.OwnerID || old.Livemode != p.Livemode {
+	} else if !ok {
 		return CreatedKey{}, notFound
+	} else if old.OwnerID != p.OwnerID || old.Livemode != p.Livemode {
+		return CreatedKey{}, notFoundFor(p, "key", keyID, old.OwnerID, old.Livemode)
 	}
 	now := s.nowFor(p.OwnerID, p.Env())
 	keyNow := s.keyNow(old.Kind, old.OwnerID, old.Livemode)

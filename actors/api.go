@@ -113,10 +113,37 @@ func (s *System) readSpend(p Principal, spendID string) ([]byte, policy.Spend, e
 	if err != nil {
 		return nil, sp, ErrUnavailable
 	}
-	if body == nil || fastjson.Unmarshal(body, &sp) != nil || !s.visible(p, sp.AgentID, sp.Livemode) {
+	if body == nil || fastjson.Unmarshal(body, &sp) != nil {
 		return nil, sp, errorf(CodeNotFound, "No spend %s exists.", spendID)
 	}
+	if !s.visible(p, sp.AgentID, sp.Livemode) {
+		return nil, sp, s.notFound(p, "spend", spendID, sp.AgentID, sp.Livemode)
+	}
 	return body, sp, nil
+}
+
+// notFound answers a request for an object p may not see: no such object,
+// with otherEnvHint when it belongs to p's owner in the other environment.
+func (s *System) notFound(p Principal, what, id, agentID string, livemode bool) *Error {
+	var ag Agent
+	if p.Kind == KindOwner && livemode != p.Livemode {
+		if ok, err := s.getJSON(bAgents, []byte(agentID), &ag); err != nil || !ok {
+			ag = Agent{}
+		}
+	}
+	return notFoundFor(p, what, id, ag.OwnerID, livemode)
+}
+
+// notFoundFor answers a request for an object of ownerID that p may not
+// see: no such object, with otherEnvHint when ownerID is p's owner and
+// the object is of the other environment.
+func notFoundFor(p Principal, what, id, ownerID string, livemode bool) *Error {
+	if p.Kind == KindOwner && ownerID != "" && ownerID == p.OwnerID && livemode != p.Livemode {
+		e := errorf(CodeNotFound, "No %s %s exists%s", what, id, otherEnvHint(p, what))
+		e.elsewhere = true
+		return e
+	}
+	return errorf(CodeNotFound, "No %s %s exists.", what, id)
 }
 
 // visible reports whether the principal may see an object of this agent.
@@ -217,7 +244,7 @@ func (s *System) Policy(p Principal, agentID string) (policy.Policy, error) {
 	if ok, err := s.getJSON(bAgents, []byte(agentID), &ag); err != nil {
 		return policy.Policy{}, ErrUnavailable
 	} else if !ok || !s.visible(p, agentID, ag.Livemode) {
-		return policy.Policy{}, forKey(p, errAgentGone(agentID))
+		return policy.Policy{}, forKey(p, s.agentNotFound(p, agentID, ok, ag))
 	}
 	out, found, err := effectivePolicy(s.store, agentID, s.nowFor(ag.OwnerID, EnvOf(ag.Livemode)))
 	if err != nil {
@@ -239,9 +266,20 @@ func (s *System) Agent(p Principal, agentID string) (Agent, error) {
 		if agentID == p.AgentID {
 			return ag, forKey(p, errAgentGone(agentID)) // the key's own agent
 		}
-		return ag, errAgentGone(agentID)
+		return ag, s.agentNotFound(p, agentID, ok, ag)
 	}
 	return ag, nil
+}
+
+// agentNotFound is errAgentGone for an agent p may not see, with
+// otherEnvHint when p's owner has it in the other environment.
+func (s *System) agentNotFound(p Principal, agentID string, found bool, ag Agent) *Error {
+	if !found {
+		return errAgentGone(agentID)
+	}
+	e := notFoundFor(p, "agent", agentID, ag.OwnerID, ag.Livemode)
+	e.agentGone = true
+	return e
 }
 
 // Receipt reads a signed receipt visible to the principal.
@@ -254,8 +292,11 @@ func (s *System) Receipt(p Principal, id string) (Receipt, error) {
 	if err != nil {
 		return r, ErrUnavailable
 	}
-	if !ok || !s.visible(p, r.AgentID, r.Livemode) {
+	if !ok {
 		return r, errorf(CodeNotFound, "No receipt %s exists.", id)
+	}
+	if !s.visible(p, r.AgentID, r.Livemode) {
+		return r, s.notFound(p, "receipt", id, r.AgentID, r.Livemode)
 	}
 	return r, nil
 }
@@ -303,6 +344,9 @@ func (s *System) GetApproval(p Principal, id string) (Approval, error) {
 		return Approval{}, notFound
 	}
 	_, sp, err := s.readSpend(p, string(spendID))
+	if isElsewhere(err) {
+		return Approval{}, s.notFound(p, "approval", id, sp.AgentID, sp.Livemode)
+	}
 	if err != nil || sp.Approval == nil {
 		return Approval{}, notFound
 	}

@@ -34,11 +34,37 @@ type Error struct {
 
 	// agentGone marks "no such agent" (see errAgentGone).
 	agentGone bool
+	// elsewhere marks "not found here" for an object the asking owner has
+	// in the other environment (see otherEnvHint).
+	elsewhere bool
 }
 
 // errAgentGone says an agent does not exist (any more).
 func errAgentGone(agentID string) *Error {
 	return &Error{Code: CodeNotFound, Message: fmt.Sprintf("No agent %s exists.", agentID), agentGone: true}
+}
+
+// otherEnvHint finishes a "no such object" message for an owner whose
+// object lives in the other environment: the usual cause is a key (or a
+// console view) of the wrong one, and saying so spares a search. Objects
+// of other owners get no hint, so nothing is learnt about them.
+func otherEnvHint(p Principal, what string) string {
+	here, there, key := "practice", "live", "svc_live_owner_…"
+	if p.Livemode {
+		here, there, key = "live", "practice", "svc_test_owner_…"
+	}
+	remedy := "use a " + there + " owner key (" + key + ") for it"
+	if p.KeyID == "" {
+		remedy = "switch the console to " + there + " to see it"
+	}
+	return fmt.Sprintf(" in %s mode; it is a %s %s, so %s.", here, there, what, remedy)
+}
+
+// isElsewhere reports whether err is a not-found for an object the asking
+// owner has in the other environment.
+func isElsewhere(err error) bool {
+	e, ok := err.(*Error)
+	return ok && e.elsewhere
 }
 
 // forKey answers "no such agent" to an agent key as the 401 of any dead

@@ -208,6 +208,9 @@ func (s *System) policyVersionOf(p Principal, policyID string) (Agent, []byte, e
 		return Agent{}, nil, notFound
 	}
 	ag, err := s.Agent(p, string(ref[:len(ref)-9]))
+	if isElsewhere(err) {
+		return Agent{}, nil, s.notFound(p, "policy change", policyID, ag.ID, ag.Livemode)
+	}
 	if err != nil {
 		return Agent{}, nil, notFound
 	}

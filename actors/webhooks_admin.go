@@ -34,8 +34,11 @@ func (s *System) hookFor(p Principal, id string) (*hook, error) {
 	s.webhooks.mu.Lock()
 	h := s.webhooks.hooks[id]
 	s.webhooks.mu.Unlock()
-	if h == nil || h.owner != p.OwnerID || h.env != p.Env() || h.shown.Load() == nil {
+	if h == nil || h.shown.Load() == nil {
 		return nil, notFound
+	}
+	if h.owner != p.OwnerID || h.env != p.Env() {
+		return nil, notFoundFor(p, "webhook endpoint", id, h.owner, h.env.Livemode())
 	}
 	return h, nil
 }
