@@ -148,6 +148,11 @@ func (s *Server) createAgent(c *call) *apiError {
 
 func (s *Server) getAgent(c *call) *apiError {
 	id, _ := c.ctx.UserValue("id").(string)
+	if id == "pause_all" {
+		// The emergency pause's path, asked with the wrong method: say so
+		// rather than that no agent "pause_all" exists.
+		return badParam(codeRouteNotFound, "", "No route "+string(c.ctx.Method())+" /v1/agents/pause_all exists; the emergency pause of every agent is POST /v1/agents/pause_all.")
+	}
 	ag, err := s.sys.Agent(c.who, id)
 	if err != nil {
 		return fromActors(err)

@@ -593,6 +593,17 @@ func TestNotFound(t *testing.T) {
 	}
 	// Unknown routes are 404 too, with the same error envelope.
 	wantError(t, call(t, s, http.MethodGet, "/v1/nothing", e.agentKey, nil, nil), http.StatusNotFound, "not_found_error", "route_not_found", "")
+	// A POST-only path under a path that reads one object by id is named
+	// as the route it is, not as an object that does not exist.
+	for _, c := range []struct{ path, key, want string }{
+		{"/v1/spends/check", e.agentKey, "the check is POST /v1/spends/check"},
+		{"/v1/agents/pause_all", e.owner.TestKey, "is POST /v1/agents/pause_all"},
+	} {
+		r := call(t, s, http.MethodGet, c.path, c.key, nil, nil)
+		if msg, _ := wantError(t, r, http.StatusNotFound, "not_found_error", "route_not_found", "")["message"].(string); !strings.Contains(msg, c.want) {
+			t.Errorf("GET %s: message %q lacks %q", c.path, msg, c.want)
+		}
+	}
 }
 
 // padSpendBody is a valid spend body of exactly n bytes: whitespace inside
