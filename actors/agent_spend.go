@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -210,19 +212,50 @@ func (a *agentActor) reloadPolicy() {
 
 // resumeOpenWork restarts what a previous incarnation left: expiry timers,
 // payments to send (with the journaled nonce) and payments to verify.
+// Approvals that ran out while the service was down expire here, in the
+// order they ran out, so their events keep that order.
 func (a *agentActor) resumeOpenWork() {
+	open := make([]*policy.Spend, 0, len(a.active))
 	for _, sp := range a.active {
+		open = append(open, sp)
+	}
+	slices.SortFunc(open, func(x, y *policy.Spend) int {
+		if c := openSince(x).Compare(openSince(y)); c != 0 {
+			return c
+		}
+		return strings.Compare(x.ID, y.ID)
+	})
+	expired := false
+	for _, sp := range open {
 		switch sp.Status {
 		case policy.StatusPendingApproval:
-			if sp.Approval != nil {
-				a.sys.timers.schedule(sp.ID, a.id, sp.Approval.ExpiresAt.Sub(a.now()))
+			if sp.Approval == nil {
+				continue
 			}
+			if !a.now().Before(sp.Approval.ExpiresAt) {
+				a.expire(sp.ID)
+				expired = true
+				continue
+			}
+			a.sys.timers.schedule(sp.ID, a.id, sp.Approval.ExpiresAt.Sub(a.now()))
 		case policy.StatusApproved:
 			a.dispatch(sp, nil, false, 0)
 		case policy.StatusProcessing:
 			a.dispatch(sp, nil, true, a.sys.cfg.VerifyBackoff[0])
 		}
 	}
+	if expired {
+		a.publishView()
+	}
+}
+
+// openSince orders open spends: a pending approval by when it runs out,
+// any other by when it was created.
+func openSince(sp *policy.Spend) time.Time {
+	if sp.Status == policy.StatusPendingApproval && sp.Approval != nil {
+		return sp.Approval.ExpiresAt
+	}
+	return sp.CreatedAt
 }
 
 func (a *agentActor) replay(reply chan SpendResult, spendID string, stored, asked Fingerprint) {

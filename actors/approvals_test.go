@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -486,4 +487,113 @@ func receiptPolicy(t *testing.T, f *approvalFixture, sp policy.Spend) (int, stri
 		t.Fatal(err)
 	}
 	return claims.PolicyVersion, claims.PolicyHash
+}
+
+// A loosening that waits is announced (policy.updated) when it comes due
+// even if the service restarted meanwhile and nothing wakes the agent: the
+// start arms its timer again. One that came due while the service was down
+// is announced at the start. Either way the agent's record then names the
+// version in effect.
+func TestWaitingLooseningIsAnnouncedAfterARestart(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		down time.Duration // how long the service is down
+	}{{"due after the start", 0}, {"due while down", 2 * time.Hour}} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newApprovalFixture(t)
+			ctx := context.Background()
+			pol, err := f.h.sys.PublishPolicy(ctx, f.owner, f.agent.AgentID, func(r policy.Rules) (policy.Rules, *actors.Error) {
+				r.PerSpendLimit = r.PerSpendLimit.Add(policy.MustAmount("1.00"))
+				return r, nil
+			}, nil)
+			if err != nil || !pol.EffectiveAt.After(f.h.clock.Now()) {
+				t.Fatalf("publishing a loosening: effective %v (now %v), %v", pol.EffectiveAt, f.h.clock.Now(), err)
+			}
+			f.h.close()
+			f.h.clock.Advance(c.down)
+			f.h.open("100.00")
+			if c.down == 0 {
+				f.h.clock.Advance(2 * time.Hour)
+			}
+			var ag actors.Agent
+			for range 200 {
+				if ag, err = f.h.sys.Agent(f.owner, f.agent.AgentID); err != nil {
+					t.Fatal(err)
+				}
+				if ag.PolicyVersion == pol.Version {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if ag.PolicyVersion != pol.Version {
+				t.Fatalf("the agent names version %d after its loosening %d came due", ag.PolicyVersion, pol.Version)
+			}
+			page, err := f.h.sys.ListEvents(f.owner, actors.ListParams{Type: "policy.updated"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			announced := 0
+			for _, id := range eventObjectIDs(t, page) {
+				if id == pol.ID {
+					announced++
+				}
+			}
+			if announced != 1 {
+				t.Fatalf("policy.updated for %s seen %d times, want once", pol.ID, announced)
+			}
+		})
+	}
+}
+
+// Approvals that ran out while the service was down expire at its start in
+// the order they ran out, so their spend.expired events keep that order.
+func TestApprovalsThatRanOutWhileDownExpireInOrder(t *testing.T) {
+	f := newApprovalFixture(t)
+	var want []string
+	for range 5 {
+		want = append(want, f.pending(t).ID)
+		f.h.clock.Advance(time.Second)
+	}
+	f.h.close()
+	f.h.clock.Advance(2 * time.Hour)
+	f.h.open("100.00")
+	var got []string
+	for range 200 {
+		page, err := f.h.sys.ListEvents(f.owner, actors.ListParams{Type: "spend.expired"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = eventObjectIDs(t, page)
+		if len(got) == len(want) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("spend.expired came for %v, want %v (the order the approvals ran out)", got, want)
+	}
+	if r := actors.Audit(f.h.store, nil); r.Err() != nil {
+		t.Fatal(r.Err())
+	}
+}
+
+// eventObjectIDs are the ids of the objects of a page of events, oldest
+// first.
+func eventObjectIDs(t *testing.T, page actors.Page) []string {
+	t.Helper()
+	ids := make([]string, 0, len(page.Items))
+	for i := len(page.Items) - 1; i >= 0; i-- {
+		var e struct {
+			Data struct {
+				Object struct {
+					ID string `json:"id"`
+				} `json:"object"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(page.Items[i], &e); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, e.Data.Object.ID)
+	}
+	return ids
 }

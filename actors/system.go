@@ -3,10 +3,12 @@ package actors
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -276,7 +278,9 @@ func (s *System) activeAgents() []string {
 }
 
 // resume activates every agent with active spends so that each resumes its
-// own open work.
+// own open work, and every agent with versions of its rules not announced
+// yet, so that what came due while the service was down is announced now
+// and what still waits has its timer again (see applyDuePolicy).
 func (s *System) resume() error {
 	seen := map[string]bool{}
 	err := s.store.Scan(bActive, nil, nil, false, func(k, _ []byte) bool {
@@ -288,10 +292,69 @@ func (s *System) resume() error {
 	if err != nil {
 		return fmt.Errorf("actors: scanning active spends: %w", err)
 	}
+	if err := s.unannouncedPolicies(seen); err != nil {
+		return fmt.Errorf("actors: scanning waiting rule changes: %w", err)
+	}
 	for id := range seen {
 		s.send(id, &resumeWork{})
 	}
 	return nil
+}
+
+// unannouncedPolicies adds to agents every live agent with a version of
+// its rules after the last one it announced (Agent.PolicyVersion) that
+// was not cancelled: one waiting, or one that came due unannounced. Keys
+// of bPolicies are the agent id, '|' and the version in 8 bytes, so an
+// agent's versions are adjacent and its record is read only once it has a
+// second version.
+func (s *System) unannouncedPolicies(agents map[string]bool) error {
+	var (
+		cur       string
+		announced = -1 // the agent's PolicyVersion; -1 until read
+	)
+	var lookupErr error
+	err := s.store.Scan(bPolicies, nil, nil, false, func(k, v []byte) bool {
+		if len(k) < 9 || k[len(k)-9] != '|' {
+			return true
+		}
+		id, version := k[:len(k)-9], int(binary.BigEndian.Uint64(k[len(k)-8:]))
+		if string(id) != cur {
+			cur, announced = string(id), -1
+		}
+		if version <= 1 || agents[cur] {
+			return true
+		}
+		if announced < 0 {
+			var ag Agent
+			ok, err := s.getJSON(bAgents, id, &ag)
+			if err != nil {
+				lookupErr = err
+				return false
+			}
+			announced = ag.PolicyVersion
+			if !ok || ag.Status == AgentArchived {
+				announced = math.MaxInt // nothing of it will apply
+			}
+		}
+		if version <= announced {
+			return true
+		}
+		var p policy.Policy
+		if jsonUnmarshal(v, &p) != nil {
+			return true
+		}
+		if c, err := s.store.Get(bPolicyCancels, []byte(p.ID)); err != nil {
+			lookupErr = err
+			return false
+		} else if c == nil {
+			agents[cur] = true
+		}
+		return true
+	})
+	if err == nil {
+		err = lookupErr
+	}
+	return err
 }
 
 func indexByte(b []byte, c byte) int {

@@ -175,8 +175,8 @@ func TestPauseAllAgents(t *testing.T) {
 		}
 	}
 	wantError(t, call(t, e.srv, http.MethodPost, "/v1/agents/pause_all", e.agentKey, nil, nil), 403, "permission_error", "key_kind_not_allowed", "")
-	// GET of the path is an agent lookup that finds nothing.
-	wantError(t, call(t, e.srv, http.MethodGet, "/v1/agents/pause_all", e.owner.TestKey, nil, nil), 404, "not_found_error", "resource_missing", "")
+	// GET of the path names the route, not an agent "pause_all".
+	wantError(t, call(t, e.srv, http.MethodGet, "/v1/agents/pause_all", e.owner.TestKey, nil, nil), 404, "not_found_error", "route_not_found", "")
 }
 
 // An owner keeps at most 20 archived agents, practice and live together

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/valyala/fasthttp"
 
@@ -200,7 +201,7 @@ func (s *Server) listSpends(c *call) *apiError {
 		q.Status = st
 	}
 	if v := args.Peek("destination"); v != nil {
-		if len(v) == 0 || len(v) > maxDestination {
+		if len(v) == 0 || utf8.RuneCount(v) > maxDestination {
 			return badParam(codeParameterInvalid, "destination", "destination must be a host name of 1 to 253 characters; omit it to list every destination.")
 		}
 		h, herr := policy.CanonicalHost(string(v))

@@ -110,7 +110,7 @@ func validateSpend(b *spendBody, livemode bool) (actors.SpendInput, *apiError) {
 		return in, badParam(codeParameterMissing, "destination", "destination is required: the vendor's host name, like \"api.vendor.com\".")
 	}
 	dest := *b.Destination
-	if dest == "" || len(dest) > maxDestination {
+	if dest == "" || utf8.RuneCountInString(dest) > maxDestination {
 		return in, badParam(codeParameterInvalid, "destination", "destination must be a host name of 1 to 253 characters.")
 	}
 	in.Destination = dest
@@ -155,7 +155,7 @@ func validateResource(r *resourceBody, dest, canonical string, destValid, livemo
 		return res, "", badParam(codeParameterMissing, "resource.url", "resource.url is required: the absolute https URL you are buying.")
 	}
 	raw := *r.URL
-	if len(raw) > maxURL {
+	if utf8.RuneCountInString(raw) > maxURL {
 		return res, "", badParam(codeParameterInvalid, "resource.url", "resource.url is longer than 2048 characters; shorten it.")
 	}
 	u, err := url.Parse(raw)
@@ -342,7 +342,7 @@ func (s *Server) checkSpend(c *call) *apiError {
 		return badParam(codeParameterMissing, "destination", "destination is required: the vendor's host name.")
 	}
 	destination := vals[checkDestination]
-	if destination == "" || len(destination) > maxDestination {
+	if destination == "" || utf8.RuneCountInString(destination) > maxDestination {
 		return badParam(codeParameterInvalid, "destination", "destination must be a host name of 1 to 253 characters.")
 	}
 	if set[checkCurrency] && vals[checkCurrency] != "usdc" {

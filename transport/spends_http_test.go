@@ -995,3 +995,26 @@ func TestSpendEventsFollowTheTransitionTable(t *testing.T) {
 		t.Errorf("with a slow vendor: events %q, want approved, then settled", got)
 	}
 }
+
+// The sizes of spec 8.2 are characters, not bytes: a URL of 2048
+// characters and a destination of 135 (207 in its ASCII form) are taken
+// even though their UTF-8 is longer; one character more is refused.
+func TestSizesCountCharacters(t *testing.T) {
+	e := start(t)
+	prefix := "https://api.vendor.com/"
+	url := prefix + strings.Repeat("é", 2048-len(prefix))
+	r := spend(t, e.srv, e.agentKey, newKey(), fmt.Sprintf(`{"amount":"1.00","destination":"api.vendor.com","resource":{"url":%q}}`, url))
+	mustStatus(t, r, http.StatusCreated)
+	r = spend(t, e.srv, e.agentKey, newKey(), fmt.Sprintf(`{"amount":"1.00","destination":"api.vendor.com","resource":{"url":%q}}`, url+"é"))
+	wantError(t, r, http.StatusBadRequest, "invalid_request_error", "parameter_invalid", "resource.url")
+
+	label := strings.Repeat("ü", 10)
+	host := strings.Repeat(label+".", 12) + "com"
+	r = spend(t, e.srv, e.agentKey, newKey(), spendBody("1.00", host, "/a"))
+	mustStatus(t, r, http.StatusCreated)
+	if r.Body["status"] == "declined" && r.Body["decline_reason"] == "invalid_destination" {
+		t.Fatalf("an internationalized host of %d characters was declined as invalid: %s", len([]rune(host)), r.Raw)
+	}
+	c := call(t, e.srv, http.MethodPost, "/v1/spends/check", e.agentKey, nil, fmt.Sprintf(`{"destination":%q}`, host))
+	mustStatus(t, c, http.StatusOK)
+}
