@@ -28,7 +28,12 @@ import (
 // The limits are taken in that order and the first refusal stops: a
 // request refused by Key takes nothing from Spends, one refused by Spends
 // (which refills in seconds) nothing from SpendsDaily (which refills over
-// a day). The RateLimit headers report the most constraining limit the
+// a day), and one refused by SpendsDaily gets its Spends token back, so
+// that its Retry-After is the daily limit's and the next try is not
+// refused by the minute's instead. SpendsDaily counts the payments
+// requested, as its recall after a restart does (the spends stored): a
+// request that creates no spend (a replay, or 4xx) gets its token back
+// (see spendsDaily). The RateLimit headers report the most constraining limit the
 // request passed, the one with the fewest requests left, or the one that
 // refused it. Unauthenticated routes are not limited and send no
 // RateLimit headers; neither does an answer to a key that could not be
@@ -51,7 +56,7 @@ func (s *Server) limit(c *call, names ...ratelimit.Name) *apiError {
 	if s.limits == nil {
 		return nil
 	}
-	for _, n := range names {
+	for i, n := range names {
 		d := s.limits.Allow(n, c.who.Livemode, subject(n, c.who))
 		if d.Disabled {
 			// A limit of 0 marks a route absent from an environment
@@ -60,6 +65,11 @@ func (s *Server) limit(c *call, names ...ratelimit.Name) *apiError {
 			continue
 		}
 		if !d.Allowed {
+			// The request does not happen: what the limits before this
+			// one took is given back.
+			for _, taken := range names[:i] {
+				s.limits.Refund(taken, c.who.Livemode, subject(taken, c.who))
+			}
 			setRate(c, n, d)
 			return rateLimited(n, c.who.Livemode, d)
 		}
@@ -120,6 +130,20 @@ func setRate(c *call, n ratelimit.Name, d ratelimit.Decision) {
 // quota of active keys) gets its token back, so that mistakes do not use
 // up the day. An answer of 5xx keeps it: the key may have been made.
 func (s *Server) keyChange(h handler) handler {
+	return s.giveBack(ratelimit.KeyChanges, func(status int) bool { return status < 400 || status >= 500 }, h)
+}
+
+// spendsDaily is POST /v1/spends: its SpendsDaily token is given back
+// unless the request created a spend (201), so that replays of a payment
+// and requests refused with 4xx do not use up the agent's day. An answer of
+// 5xx keeps it: the spend may have been made.
+func (s *Server) spendsDaily(h handler) handler {
+	return s.giveBack(ratelimit.SpendsDaily, func(status int) bool { return status == 201 || status >= 500 }, h)
+}
+
+// giveBack runs h and refunds the token of limit n it took unless the
+// answer's status says h did (or may have done) what n counts.
+func (s *Server) giveBack(n ratelimit.Name, done func(status int) bool, h handler) handler {
 	return func(c *call) *apiError {
 		err := h(c)
 		if s.limits == nil {
@@ -129,9 +153,9 @@ func (s *Server) keyChange(h handler) handler {
 		if err != nil {
 			status = err.status()
 		}
-		if status >= 400 && status < 500 {
-			s.limits.Refund(ratelimit.KeyChanges, c.who.Livemode, subject(ratelimit.KeyChanges, c.who))
-			if c.hasRate && c.rateName == ratelimit.KeyChanges {
+		if !done(status) {
+			s.limits.Refund(n, c.who.Livemode, subject(n, c.who))
+			if c.hasRate && c.rateName == n {
 				c.rate.Remaining++
 			}
 		}

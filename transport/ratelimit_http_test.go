@@ -165,7 +165,8 @@ func TestRateLimitSpendsPerDayLive(t *testing.T) {
 	// The live pool is empty: every payment is declined at once (201).
 	body := spendBody("1.00", "api.vendor.com", "/report")
 
-	first := spend(t, s, key, newKey(), body)
+	firstKey := newKey()
+	first := spend(t, s, key, firstKey, body)
 	mustStatus(t, first, http.StatusCreated)
 	wantAllowed(t, "first live spend", first, 15, 14)
 
@@ -210,6 +211,30 @@ func TestRateLimitSpendsPerDayLive(t *testing.T) {
 	// then the tightest.
 	if rt := rateOf(t, lastOK); rt.limit != 200 || rt.remaining != 0 {
 		t.Errorf("last allowed spend: headers %+v, want the daily limit with nothing left", rt)
+	}
+
+	// A refusal by the daily limit gives the minute's token back: however
+	// often the agent retries, it is told to wait for the day, never for
+	// the minute.
+	var daily rate
+	for i := range 20 {
+		r := spend(t, s, key, newKey(), body)
+		e := wantError(t, r, http.StatusTooManyRequests, "rate_limit_error", "rate_limited", "")
+		if msg, _ := e["message"].(string); !strings.Contains(msg, "in a day") {
+			t.Fatalf("retry %d after the daily refusal was refused by another limit: %q", i, msg)
+		}
+		daily = rateOf(t, r)
+	}
+	// Only payments requested count against the day: a replay and a
+	// request refused with 400 give their token back.
+	advance(s, daily.retryAfter)
+	replay := spend(t, s, key, firstKey, body)
+	mustStatus(t, replay, http.StatusOK)
+	wantError(t, spend(t, s, key, newKey(), `{"amount":"1.00"}`), http.StatusBadRequest, "invalid_request_error", "parameter_missing", "destination")
+	mustStatus(t, spend(t, s, key, newKey(), body), http.StatusCreated)
+	r := spend(t, s, key, newKey(), body)
+	if msg, _ := wantError(t, r, http.StatusTooManyRequests, "rate_limit_error", "rate_limited", "")["message"].(string); !strings.Contains(msg, "in a day") {
+		t.Fatalf("the payment after the day's last one was refused by %q", msg)
 	}
 }
 

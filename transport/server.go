@@ -157,7 +157,7 @@ func (s *Server) routes(r *router.Router) {
 	r.GET("/.well-known/jwks.json", s.wrap(s.public(s.jwks)))
 	r.GET("/v1/openapi.json", s.wrap(s.public(s.openapi)))
 
-	r.POST("/v1/spends", s.wrap(s.agentOnly(noQuery(s.createSpend), ratelimit.Spends, ratelimit.SpendsDaily)))
+	r.POST("/v1/spends", s.wrap(s.agentOnly(s.spendsDaily(noQuery(s.createSpend)), ratelimit.Spends, ratelimit.SpendsDaily)))
 	r.POST("/v1/spends/check", s.wrap(s.agentOnly(noQuery(s.checkSpend), ratelimit.Check)))
 	r.GET("/v1/spends", s.wrap(s.authed(s.listSpends)))
 	r.GET("/v1/events", s.wrap(s.authed(s.listEvents)))
