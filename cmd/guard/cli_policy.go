@@ -242,7 +242,7 @@ func policySet(c *cli, args []string) error {
 	agentPath := "/v1/agents/" + pathID(pos[0])
 	// What waited before, to name what this version cancels; the
 	// publish does not depend on it.
-	waitedBefore, beforeErr := c.waitingChanges(pos[0])
+	waitedBefore, _, beforeErr := c.waitingChanges(pos[0])
 	var inEffect policyChange
 	_, inEffectErr := c.getJSON(agentPath+"/policy", nil, &inEffect)
 	raw, err := c.postJSON(agentPath+"/policy", body, nil)
@@ -304,13 +304,14 @@ type policyChange struct {
 	CancelledAt *time.Time `json:"cancelled_at"`
 }
 
-// waitingChanges lists an agent's versions that wait.
-func (c *cli) waitingChanges(agentID string) ([]policyChange, error) {
+// waitingChanges lists an agent's versions that wait, and returns the
+// answer as sent too, for --json.
+func (c *cli) waitingChanges(agentID string) ([]policyChange, []byte, error) {
 	var page struct {
 		Data []policyChange `json:"data"`
 	}
-	_, err := c.getJSON("/v1/agents/"+pathID(agentID)+"/policy_changes", nil, &page)
-	return page.Data, err
+	raw, err := c.getJSON("/v1/agents/"+pathID(agentID)+"/policy_changes", nil, &page)
+	return page.Data, raw, err
 }
 
 func policyChanges(c *cli, args []string) error {
@@ -319,25 +320,19 @@ func policyChanges(c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	raw, err := c.getJSON("/v1/agents/"+pathID(pos[0])+"/policy_changes", nil, nil)
+	waiting, raw, err := c.waitingChanges(pos[0])
 	if err != nil {
 		return err
 	}
 	if c.jsonOut {
 		return c.printJSON(raw)
 	}
-	var page struct {
-		Data []policyChange `json:"data"`
-	}
-	if err := decodeAnswer(raw, &page); err != nil {
-		return err
-	}
-	if len(page.Data) == 0 {
+	if len(waiting) == 0 {
 		_, err := fmt.Fprintf(c.stdout, "No version of agent %s waits: the policy in effect is the newest (guard policy show %s).\n", pos[0], pos[0])
 		return err
 	}
-	rows := make([][]string, 0, len(page.Data))
-	for _, w := range page.Data {
+	rows := make([][]string, 0, len(waiting))
+	for _, w := range waiting {
 		rows = append(rows, []string{w.ID, fmt.Sprint(w.Version), w.Status, when(&w.EffectiveAt)})
 	}
 	return c.table([]string{"ID", "VERSION", "STATUS", "EFFECTIVE AT"}, rows)
