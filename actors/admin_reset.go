@@ -373,8 +373,11 @@ func (s *System) sweepReset(ctx context.Context, m resetMarker) (ResetRemoved, e
 			break
 		}
 		prefix := prefixOf(id)
-		err = scan(bAgentSpends, prefix, func(k, _ []byte) {
+		err = scan(bAgentSpends, prefix, func(k, v []byte) {
 			spendID := k[len(prefix):]
+			if _, _, ok := parseIdemEntry(v); ok {
+				n.IdempotencyKeys++ // the spend's key, held in its index entry
+			}
 			var sp policy.Spend
 			if found, _ := s.getJSON(bSpends, spendID, &sp); found {
 				if sp.Approval != nil {

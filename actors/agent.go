@@ -36,7 +36,10 @@ type agentActor struct {
 	// recent remembers idempotency keys and spend states this actor appended
 	// whose records may not be durable yet; the store answers for the rest.
 	recentKeys map[string]*recentKey
-	latest     map[string]latestState
+	// idem finds the spends of the Idempotency-Keys of the last
+	// IdempotencyMemory (see idempotency.go).
+	idem   idemIndex
+	latest map[string]latestState
 	// waiting are create requests whose answer waits for the settlement.
 	waiting map[string]chan SpendResult
 	// dispatched spends are with a settlement worker; they cannot be cancelled.

@@ -99,6 +99,10 @@ func (a *agentActor) load() {
 		a.loadErr = ErrUnavailable
 		return
 	}
+	if err := a.loadIdem(now); err != nil {
+		a.loadErr = ErrUnavailable
+		return
+	}
 	a.loaded = true
 }
 
@@ -311,8 +315,8 @@ func (a *agentActor) create(m *createSpend) {
 		a.replay(m.reply, rk.spendID, rk.fp, fp)
 		return
 	}
-	var idem idemRecord
-	found, err := a.sys.getJSON(bIdem, join(a.id, in.IdempotencyKey), &idem)
+	now := a.now()
+	idem, found, err := a.findIdem(in.IdempotencyKey, now)
 	if err != nil {
 		m.reply <- SpendResult{Err: ErrUnavailable}
 		return
@@ -322,7 +326,6 @@ func (a *agentActor) create(m *createSpend) {
 		return
 	}
 
-	now := a.now()
 	id := NewID("spd", now)
 	c := &change{spends: []string{id}}
 	a.env.mu.Lock()
@@ -367,14 +370,14 @@ func (a *agentActor) create(m *createSpend) {
 	}
 	body := spendJSON(sp)
 	c.putRaw(bSpends, []byte(id), body)
-	c.putRaw(bAgentSpends, join(a.id, id), nil)
+	c.putIdemEntry(join(a.id, id), in.IdempotencyKey, &idemRecord{SpendID: id, Fingerprint: fp, CreatedAt: now})
 	c.putRaw(bEnvSpends, join(a.agent.OwnerID, string(EnvOf(a.agent.Livemode)), id), []byte(a.id))
-	c.putIdem(join(a.id, in.IdempotencyKey), &idemRecord{SpendID: id, Fingerprint: fp, CreatedAt: now})
 	c.putLedger([]byte(a.id), &a.ledger)
 	t := a.sys.commit(a.gen, a.env, c)
 	a.env.mu.Unlock()
 
 	a.recentKeys[in.IdempotencyKey] = &recentKey{spendID: id, fp: fp, ticket: t, inflight: sp.Status == policy.StatusApproved}
+	a.noteIdem(in.IdempotencyKey, id)
 	a.appended(t, sp, body)
 	a.remember(sp, now)
 	a.publishView()

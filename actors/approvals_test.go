@@ -29,12 +29,7 @@ func newApprovalFixture(t *testing.T) *approvalFixture {
 	t.Helper()
 	clock := guardtest.NewFakeClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
 	h := newHarness(t, clock, "100.00")
-	ctx := context.Background()
-	oc, err := h.sys.CreateOwner(ctx, "o", "o@owner.invalid", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	owner, _ := h.sys.Authenticate(oc.Keys[actors.EnvTest])
+	owner, _ := h.newOwner(t, "o")
 	trusted := []string{"api.vendor.com"}
 	agent := guardtest.AgentPrincipal(t, h.sys, owner, "a", &policy.RulesInput{TrustedDestinations: &trusted})
 	return &approvalFixture{h: h, owner: owner, agent: agent}

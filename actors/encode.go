@@ -62,8 +62,10 @@ func (c *change) putEnvState(key []byte, st *EnvState) {
 	c.appendTo(bEnvs, key, func(b []byte) []byte { return appendEnvState(b, st) })
 }
 
-func (c *change) putIdem(key []byte, r *idemRecord) {
-	c.appendTo(bIdem, key, func(b []byte) []byte { return appendIdemRecord(b, r) })
+// putIdemEntry puts the agent's index entry of a spend, which holds the
+// record of the Idempotency-Key it was made under (see idempotency.go).
+func (c *change) putIdemEntry(key []byte, idemKey string, r *idemRecord) {
+	c.appendTo(bAgentSpends, key, func(b []byte) []byte { return appendIdemEntry(b, idemKey, r) })
 }
 
 func (c *change) putReceipt(key []byte, r *Receipt) {

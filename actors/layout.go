@@ -20,10 +20,10 @@ const (
 	bKeyDigests    = "key_digests"    // sha256(secret) hex -> key id
 	bLedgers       = "ledgers"        // agent id -> Ledger counters
 	bSpends        = "spends"         // spend id -> Spend
-	bAgentSpends   = "agent_spends"   // agent id|spend id -> "" (ids sort by time)
+	bAgentSpends   = "agent_spends"   // agent id|spend id -> Idempotency-Key, 0, idemRecord (ids sort by time; see idempotency.go)
 	bEnvSpends     = "env_spends"     // owner id|env|spend id -> agent id
 	bActive        = "active"         // agent id|spend id -> activeRecord, while a spend holds allowance
-	bIdem          = "idempotency"    // agent id|key -> idemRecord
+	bIdem          = "idempotency"    // agent id|key -> idemRecord, of spends made before agent_spends held them
 	bEvents        = "events"         // owner id|env|sequence(8) -> StoredEvent
 	bEventIDs      = "event_ids"      // event id -> sequence(8), for list cursors
 	bReceipts      = "receipts"       // receipt id -> Receipt

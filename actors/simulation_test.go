@@ -89,6 +89,21 @@ func (h *harness) close() {
 	}
 }
 
+// newOwner creates an owner and signs in with its practice key, which it
+// also returns (to sign in again after a restart).
+func (h *harness) newOwner(t *testing.T, name string) (actors.Principal, string) {
+	t.Helper()
+	oc, err := h.sys.CreateOwner(context.Background(), name, name+"@owner.invalid", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := h.sys.Authenticate(oc.Keys[actors.EnvTest])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return owner, oc.Keys[actors.EnvTest]
+}
+
 // vendorSpend is a GET of https://api.vendor.com<path> for amount.
 func vendorSpend(amount, path, idempotencyKey string) actors.SpendInput {
 	return actors.SpendInput{Amount: policy.MustAmount(amount), Currency: "usdc", Destination: "api.vendor.com",
