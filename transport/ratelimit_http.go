@@ -27,8 +27,8 @@ import (
 //
 // The limits are taken in that order and the first refusal stops: a
 // request refused by Key takes nothing from Spends, one refused by Spends
-// (which refills in seconds) nothing from SpendsDaily (which refills over
-// a day), and one refused by SpendsDaily gets its Spends token back, so
+// (which refills in seconds) nothing from SpendsDaily (a window of a
+// day), and one refused by SpendsDaily gets its Spends token back, so
 // that its Retry-After is the daily limit's and the next try is not
 // refused by the minute's instead. SpendsDaily counts the payments
 // requested, as its recall after a restart does (the spends stored): a
@@ -42,7 +42,7 @@ import (
 // route, and its 413 carries the headers; a chunked body found too long
 // while being read does not (see transportError).
 //
-// InvalidKey is one bucket per IP whatever environment the bad key
+// InvalidKey is one window per IP whatever environment the bad key
 // claims, so alternating prefixes does not double the attempts.
 
 // sweepInterval is how often idle buckets are dropped (ratelimit.Sweep).

@@ -170,42 +170,46 @@ func TestRateLimitSpendsPerDayLive(t *testing.T) {
 	mustStatus(t, first, http.StatusCreated)
 	wantAllowed(t, "first live spend", first, 15, 14)
 
-	sent, refusedPerMinute, elapsed := 1, 0, 0
-	var lastOK guardtest.Response
-	for {
-		r := spend(t, s, key, newKey(), body)
-		if r.Status == http.StatusCreated {
-			sent++
-			lastOK = r
-			if sent > 260 {
-				t.Fatalf("%d live spends in %d s of fake time: the daily limit does not hold", sent, elapsed)
+	// sendAll pays until the daily limit refuses, waiting out the
+	// per-minute limit (6 s a payment), and returns how many went
+	// through, the daily refusal and how many of the per-minute limit
+	// came before it.
+	elapsed := 0
+	sendAll := func() (sent int, daily guardtest.Response, lastOK guardtest.Response, perMinute int) {
+		for {
+			r := spend(t, s, key, newKey(), body)
+			if r.Status == http.StatusCreated {
+				sent++
+				lastOK = r
+				if sent > 260 {
+					t.Fatalf("%d live spends in %d s of fake time: the daily limit does not hold", sent, elapsed)
+				}
+				continue
 			}
-			continue
-		}
-		e := wantError(t, r, http.StatusTooManyRequests, "rate_limit_error", "rate_limited", "")
-		if msg, _ := e["message"].(string); strings.Contains(msg, "in a day") {
-			// The daily limit: one token every 86400 s / 200 = 432 s.
-			rt := rateOf(t, r)
-			if rt.limit != 200 || rt.remaining != 0 || rt.retryAfter < 1 || rt.retryAfter > 432 {
-				t.Fatalf("daily 429 headers %+v, want limit 200, remaining 0, Retry-After in [1, 432]", rt)
+			e := wantError(t, r, http.StatusTooManyRequests, "rate_limit_error", "rate_limited", "")
+			if msg, _ := e["message"].(string); strings.Contains(msg, "in a day") {
+				return sent, r, lastOK, perMinute
 			}
-			// Let the per-minute limit refill too before the retry.
-			wait := max(rt.retryAfter, 6)
-			advance(s, wait)
-			mustStatus(t, spend(t, s, key, newKey(), body), http.StatusCreated)
-			break
+			want429(t, r, 15, 6, "POST /v1/spends")
+			perMinute++
+			advance(s, 6)
+			elapsed += 6
 		}
-		want429(t, r, 15, 6, "POST /v1/spends")
-		refusedPerMinute++
-		advance(s, 6)
-		elapsed += 6
 	}
-	// 200 at once, plus what the day refilled over the fake minutes spent.
-	if wantMax := 200 + elapsed/432 + 1; sent < 200 || sent > wantMax {
-		t.Errorf("%d live spends before the daily limit refused (after %d s), want 200 to %d", sent, elapsed, wantMax)
+	sent, refusal, lastOK, refusedPerMinute := sendAll()
+	sent++ // the first
+	// 200 in the day, not one more, however the minutes pass.
+	if sent != 200 {
+		t.Errorf("%d live spends before the daily limit refused (after %d s), want 200", sent, elapsed)
 	}
 	if refusedPerMinute == 0 {
 		t.Error("the per-minute limit never refused")
+	}
+	// Nothing comes back until the first quarter hour's payments leave
+	// the window: a day after that quarter hour ended (86400 + 900 s
+	// from the limiter's start).
+	if rt := rateOf(t, refusal); rt.limit != 200 || rt.remaining != 0 || rt.retryAfter != 87300-elapsed {
+		t.Fatalf("daily 429 headers %+v after %d s, want limit 200, remaining 0, Retry-After %d", rt, elapsed, 87300-elapsed)
 	}
 	// The last payment before the refusal was reported by the daily limit,
 	// then the tightest.
@@ -216,25 +220,23 @@ func TestRateLimitSpendsPerDayLive(t *testing.T) {
 	// A refusal by the daily limit gives the minute's token back: however
 	// often the agent retries, it is told to wait for the day, never for
 	// the minute.
-	var daily rate
 	for i := range 20 {
 		r := spend(t, s, key, newKey(), body)
 		e := wantError(t, r, http.StatusTooManyRequests, "rate_limit_error", "rate_limited", "")
 		if msg, _ := e["message"].(string); !strings.Contains(msg, "in a day") {
 			t.Fatalf("retry %d after the daily refusal was refused by another limit: %q", i, msg)
 		}
-		daily = rateOf(t, r)
 	}
-	// Only payments requested count against the day: a replay and a
-	// request refused with 400 give their token back.
-	advance(s, daily.retryAfter)
+	// Only payments requested count against the day: once every payment
+	// has left the window (those of the second quarter hour, a day after
+	// it ended), a replay and a request refused with 400 leave the whole
+	// day's 200.
+	advance(s, 88200-elapsed)
 	replay := spend(t, s, key, firstKey, body)
 	mustStatus(t, replay, http.StatusOK)
 	wantError(t, spend(t, s, key, newKey(), `{"amount":"1.00"}`), http.StatusBadRequest, "invalid_request_error", "parameter_missing", "destination")
-	mustStatus(t, spend(t, s, key, newKey(), body), http.StatusCreated)
-	r := spend(t, s, key, newKey(), body)
-	if msg, _ := wantError(t, r, http.StatusTooManyRequests, "rate_limit_error", "rate_limited", "")["message"].(string); !strings.Contains(msg, "in a day") {
-		t.Fatalf("the payment after the day's last one was refused by %q", msg)
+	if again, _, _, _ := sendAll(); again != 200 {
+		t.Errorf("%d live spends in the next day, want 200: a replay or a 400 was counted", again)
 	}
 }
 
@@ -426,17 +428,21 @@ func TestRateLimitKeyCreationsPerOwner(t *testing.T) {
 		// Key creations (10 a day) are tighter than the key's writes (25).
 		wantAllowed(t, fmt.Sprintf("key %d", i+1), r, 10, 9-i)
 	}
-	// One key back every 86400 s / 10 = 8640 s.
+	// Ten in a day, burst 0, counted in quarter hours: nothing until
+	// the ten leave the window, a day after the quarter hour they were
+	// made in (the limiter's first): 86400 + 900 s.
 	r := newKeyFor(10)
-	want429(t, r, 10, 8640, "keys created or rotated by this owner, 10 per day (live)")
-	if rt := rateOf(t, r); rt.reset != 86400 {
-		t.Errorf("RateLimit-Reset %d, want 86400", rt.reset)
+	want429(t, r, 10, 87300, "keys created or rotated by this owner, 10 per day (live)")
+	if rt := rateOf(t, r); rt.reset != 87300 {
+		t.Errorf("RateLimit-Reset %d, want 87300", rt.reset)
 	}
-	advance(s, 8640)
-	// The refused creation left the agent's third key slot free.
+	advance(s, 87300-1)
+	want429(t, newKeyFor(10), 10, 1, "keys created or rotated by this owner, 10 per day (live)")
+	advance(s, 1)
+	// The refused creations left the agent's third key slot free.
 	r = newKeyFor(10)
 	mustStatus(t, r, http.StatusCreated)
-	wantAllowed(t, "key after Retry-After", r, 10, 0)
+	wantAllowed(t, "key after Retry-After", r, 10, 9)
 	// The practice environment of the same owner counts on its own (50).
 	r = call(t, s, http.MethodPost, "/v1/agents/"+e.agentID+"/keys", e.owner.TestKey, nil, nil)
 	mustStatus(t, r, http.StatusCreated)
@@ -479,8 +485,8 @@ func TestKeyCreationsCountOnlyKeysMade(t *testing.T) {
 	wantAllowed(t, "key over the quota", r, 10, 7)
 	// Revoking (again and again) takes nothing from the day's allowance.
 	// The clock moves a minute at a time, for the per-key limit of
-	// administration writes; the day's allowance earns nothing meanwhile
-	// (one key per 8640 s).
+	// administration writes; nothing of the day's allowance comes back
+	// within the day.
 	advance(s, 60)
 	for range 15 {
 		r = call(t, s, http.MethodPost, "/v1/keys/"+keys[0]+"/revoke", live, nil, nil)
@@ -496,7 +502,7 @@ func TestKeyCreationsCountOnlyKeysMade(t *testing.T) {
 	}
 	// Ten keys made: the eleventh is refused, and a revocation still passes.
 	advance(s, 60)
-	want429(t, call(t, s, http.MethodPost, path, live, nil, nil), 10, 8640-180, "keys created or rotated")
+	want429(t, call(t, s, http.MethodPost, path, live, nil, nil), 10, 87300-180, "keys created or rotated")
 	mustStatus(t, call(t, s, http.MethodPost, "/v1/keys/"+keys[1]+"/revoke", live, nil, nil), http.StatusOK)
 }
 
@@ -556,19 +562,22 @@ func TestRateLimitInvalidKeysPerIP(t *testing.T) {
 		wantError(t, r, http.StatusUnauthorized, "authentication_error", "invalid_api_key", "")
 		wantAllowed(t, fmt.Sprintf("bad key %d", i+1), r, 30, 29-i)
 	}
-	// One attempt back every 600 s / 30 = 20 s.
+	// 30 in any 10 minutes, counted in minutes: nothing until the 30
+	// leave the window, 10 minutes after the minute they were made in.
 	for _, b := range bad {
-		want429(t, call(t, s, b.method, b.path, b.key, b.headers, nil), 30, 20, "missing or invalid key")
+		want429(t, call(t, s, b.method, b.path, b.key, b.headers, nil), 30, 660, "missing or invalid key")
 	}
 	// A valid key from the same IP goes on.
 	r := call(t, s, http.MethodGet, "/v1/me", e.agentKey, nil, nil)
 	mustStatus(t, r, http.StatusOK)
 	wantAllowed(t, "a valid key from the same IP", r, 150, 149)
 
-	advance(s, 20)
+	advance(s, 659)
+	want429(t, call(t, s, http.MethodGet, "/v1/me", "", nil, nil), 30, 1, "missing or invalid key")
+	advance(s, 1)
 	r = call(t, s, http.MethodGet, "/v1/me", "svc_test_agent_nope", nil, nil)
 	wantError(t, r, http.StatusUnauthorized, "authentication_error", "invalid_api_key", "")
-	wantAllowed(t, "bad key after Retry-After", r, 30, 0)
+	wantAllowed(t, "bad key after Retry-After", r, 30, 29)
 }
 
 // TestRateLimitHeaders: every answer of a keyed route carries the

@@ -1,6 +1,7 @@
 // Package ratelimit enforces the rate limits of spec 8.1 with token
-// buckets, one per limit, environment and subject, and gives the values of
-// the RateLimit-* and Retry-After headers (spec 4 and 8.1).
+// buckets and, for the limits without a burst, sliding windows, one per
+// limit, environment and subject, and gives the values of the RateLimit-*
+// and Retry-After headers (spec 4 and 8.1).
 //
 // # Model
 //
@@ -32,19 +33,28 @@
 // that Rate per Window. Live POST /v1/spends (10 per minute, burst 5):
 // 15 at once, then one every 6 seconds.
 //
-// # Daily limits
+// # Windows (burst 0)
 //
-// Daily limits have burst 0 and are token buckets like the others, not
-// calendar days: the bucket holds Rate tokens, so all of them can be used
-// at once, and then one comes back every day/Rate. Live SpendsDaily (200
-// per day): 200 at once, then one every 432 seconds. Over a long run the
-// average is at most Rate per day; any single 24-hour span can see up to
-// twice Rate (a full bucket at its start plus a day of refill). There is no
-// midnight reset and no cliff where a whole day's quota comes back at once.
+// A limit with burst 0 is a window, not a bucket: at most Rate requests in
+// any span of Window. Those are the daily ones, payments (SpendsDaily) and
+// key changes (KeyChanges), and invalid keys per 10 minutes. A bucket of
+// Rate tokens refilling over the Window would let twice Rate through in
+// one Window (a full bucket at its start, then a Window of refill), which
+// "1000 per day, burst 0" does not allow. There is no midnight reset: the
+// window slides.
 //
-// Buckets live in memory. So that a restart does not hand back a day's
-// allowance, a limit may be given a History (Recall): a bucket the limiter
-// has not seen starts from the uses the history finds, not full. The
+// A window counts its requests in slots, Window/96 long but never shorter
+// than a minute (a day in quarter hours, 10 minutes in minutes), and
+// allows a request while the slots overlapping the last Window hold fewer
+// than Rate. The oldest of those slots began before the Window did, so a
+// request is refused at most one slot longer than an exact count would
+// refuse it, and never allowed when an exact count would refuse it. Live
+// SpendsDaily: 200 payments in one quarter hour, then none until a day
+// after that quarter hour ended, when all 200 come back.
+//
+// Buckets and windows live in memory. So that a restart does not hand back
+// a day's allowance, a limit may be given a History (Recall): a bucket or
+// window the limiter has not seen starts from the uses the history finds. The
 // server gives one to both daily limits: payments, read from the spends
 // each agent made, and key changes, from the keys each owner was given.
 //
@@ -64,7 +74,10 @@
 // RateLimit-Reset is the seconds, rounded up, until the bucket is full
 // again. Retry-After, on a refusal only, is the seconds, rounded up and at
 // least 1, until one token is back; right after a subject exhausted its
-// bucket that is Window/Rate.
+// bucket that is Window/Rate. For a window, Limit is Rate, Remaining what
+// the window still takes, Reset the seconds until it holds nothing, and
+// Retry-After the seconds until enough of its oldest slots have left for
+// one more request.
 //
 // # Arithmetic
 //
@@ -93,6 +106,10 @@
 // cheapest reading Go offers; the clock is read before the lock.
 //
 // # Memory
+//
+// A window is a map entry and its slots, 4 bytes each (97 for a day, 11
+// for 10 minutes), allocated when a subject first uses it; Sweep drops a
+// window once nothing is left in it.
 //
 // A bucket is a map entry (subject string header, limit index,
 // environment, slot number) and one int64 in its shard's slab: 45 to 80

@@ -7,15 +7,16 @@ import (
 )
 
 // A restarted limiter remembers the day's spends: the live daily limit
-// (200 a day, one back every 432 s) starts with what the history left.
+// (200 in any day) starts from the uses the history finds in its window.
 func TestRecallStartsFromTheHistory(t *testing.T) {
 	clock := newFakeClock()
 	l := New(DefaultTable(), clock)
 	calls := map[string]int{}
 	l.Recall(func(name Name, live bool, subject string, within time.Duration) ([]time.Duration, error) {
 		calls[subject]++
-		if name != SpendsDaily || within != 48*time.Hour {
-			t.Errorf("history asked for %s within %v, want spends_daily within 48h", name, within)
+		// The day and the quarter hour it begins in.
+		if name != SpendsDaily || within != 24*time.Hour+15*time.Minute {
+			t.Errorf("history asked for %s within %v, want spends_daily within 24h15m", name, within)
 		}
 		var ages []time.Duration
 		switch subject {
@@ -36,15 +37,17 @@ func TestRecallStartsFromTheHistory(t *testing.T) {
 		return ages, nil
 	}, SpendsDaily)
 
-	// 150 uses within the last 50 minutes: 50 tokens left, and the
-	// 50 minutes of refill (6 tokens) on top.
-	if got := exhaust(t, l, SpendsDaily, true, "busy"); got != 56 {
-		t.Errorf("busy: granted %d, want 56", got)
+	// 150 uses within the last 50 minutes: 50 left, and nothing comes
+	// back within the day.
+	if got := exhaust(t, l, SpendsDaily, true, "busy"); got != 50 {
+		t.Errorf("busy: granted %d, want 50", got)
 	}
-	// A day's allowance used a minute ago: nothing until a token is back.
+	// A day's allowance used a minute ago: nothing until those uses leave
+	// the window. They are in the quarter hour before the clock's, which
+	// leaves it 24 h from now (a minute later than an exact count would).
 	d := l.Allow(SpendsDaily, true, "spent")
-	if d.Allowed || d.RetryAfter != 432*time.Second-time.Minute {
-		t.Errorf("spent: %+v, want a refusal with RetryAfter 372s", d)
+	if d.Allowed || d.RetryAfter != 24*time.Hour {
+		t.Errorf("spent: %+v, want a refusal with RetryAfter 24h", d)
 	}
 	// No history, or none readable: a full bucket.
 	if got := exhaust(t, l, SpendsDaily, true, "new"); got != 200 {

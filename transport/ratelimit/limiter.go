@@ -25,6 +25,13 @@ type params struct {
 	size     int64 // (Rate+Burst) * interval: the debt of an empty bucket
 	window   int64 // Limit.Window in nanoseconds
 	recall   bool  // a new bucket starts from the limiter's History
+	// slot > 0 makes the limit a window (burst 0, see window.go): slots
+	// of that many nanoseconds, slots of them to a Window; bias is
+	// windowBias rounded up to whole slots, so that slots begin at the
+	// limiter's epoch.
+	slot  int64
+	slots int
+	bias  int64
 }
 
 // bucketKey identifies one bucket. It holds no pointer other than the
@@ -45,6 +52,9 @@ type shardState struct {
 	full  []int64 // slot -> instant the bucket is full again
 	free  []int32 // slots released by Sweep, reused first
 	peak  int     // largest len(index) since the shard was last rebuilt
+	// windows holds the subjects of the window limits (burst 0).
+	windows map[bucketKey]*window
+	wpeak   int // largest len(windows) since the map was last rebuilt
 }
 
 // slot returns a free slot of the slab.
@@ -65,7 +75,8 @@ type shard struct {
 	_ [(64 - unsafe.Sizeof(shardState{})%64) % 64]byte
 }
 
-// Limiter holds one token bucket per (limit, environment, subject). It is
+// Limiter holds one token bucket, or for a limit with burst 0 one window
+// (window.go), per (limit, environment, subject). It is
 // safe for concurrent use. The zero value is not usable; call New.
 type Limiter struct {
 	// shards comes first: the allocation starts on a cache line, so each
@@ -101,6 +112,7 @@ func New(t Table, clock Clock) *Limiter {
 	}
 	for i := range l.shards {
 		l.shards[i].index = make(map[bucketKey]int32)
+		l.shards[i].windows = make(map[bucketKey]*window)
 	}
 	return l
 }
@@ -111,13 +123,18 @@ func toParams(lim Limit) params {
 		return params{}
 	}
 	interval := ceilDiv(int64(lim.Window), int64(lim.Rate))
-	return params{
+	p := params{
 		rate:     lim.Rate,
 		capacity: lim.Rate + lim.Burst,
 		interval: interval,
 		size:     int64(lim.Rate+lim.Burst) * interval,
 		window:   int64(lim.Window),
 	}
+	if lim.Burst == 0 {
+		p.slot, p.slots = windowSlots(lim.Window)
+		p.bias = ceilDiv(windowBias, p.slot) * p.slot
+	}
+	return p
 }
 
 // now returns the time in nanoseconds since the limiter's epoch. With the
@@ -158,6 +175,9 @@ func (l *Limiter) Allow(name Name, livemode bool, subject string) Decision {
 		return Decision{Disabled: true}
 	}
 	now := l.now()
+	if p.slot > 0 {
+		return l.allowInWindow(p, name, livemode, subject, k, s, now)
+	}
 
 	d := Decision{Limit: p.capacity, Rate: p.rate}
 	s.mu.Lock()
@@ -212,6 +232,30 @@ func (l *Limiter) Allow(name Name, livemode bool, subject string) Decision {
 	return d
 }
 
+// allowInWindow is Allow for a window limit: the subject's window, from
+// its History if the limiter has not seen it, takes the request if the
+// last Window holds fewer than Rate.
+func (l *Limiter) allowInWindow(p *params, name Name, livemode bool, subject string, k bucketKey, s *shard, now int64) Decision {
+	s.mu.Lock()
+	w, seen := s.windows[k]
+	if !seen && p.recall {
+		// As for buckets: the History may read the store, so not under
+		// the shard's lock; a window another request started meanwhile
+		// wins.
+		s.mu.Unlock()
+		recalled := l.recalledWindow(p, name, livemode, subject, now)
+		s.mu.Lock()
+		if w, seen = s.windows[k]; !seen && recalled != nil {
+			w = recalled
+			s.windows[k] = w
+			s.wpeak = max(s.wpeak, len(s.windows))
+		}
+	}
+	d := l.allowWindow(p, s, k, w, now)
+	s.mu.Unlock()
+	return d
+}
+
 // Refund gives back the token an earlier Allow of (name, livemode,
 // subject) took, for a request that turned out to do nothing the limit is
 // meant to count (a key creation refused with 400 or 409). The bucket
@@ -223,7 +267,11 @@ func (l *Limiter) Refund(name Name, livemode bool, subject string) {
 		return
 	}
 	s.mu.Lock()
-	if slot, seen := s.index[k]; seen {
+	if p.slot > 0 {
+		if w, seen := s.windows[k]; seen {
+			refundWindow(w)
+		}
+	} else if slot, seen := s.index[k]; seen {
 		// fullAt may already be in the past (the bucket refilled since):
 		// moving it further back leaves it full, which is right.
 		s.full[slot] -= p.interval
@@ -237,7 +285,7 @@ func (l *Limiter) Len() int {
 	for i := range l.shards {
 		s := &l.shards[i]
 		s.mu.Lock()
-		n += len(s.index)
+		n += len(s.index) + len(s.windows)
 		s.mu.Unlock()
 	}
 	return n
@@ -269,6 +317,7 @@ func (l *Limiter) Sweep() {
 		if s.peak >= minRebuild && len(s.index) < s.peak/4 {
 			s.rebuild()
 		}
+		l.sweepWindows(s, now)
 		s.mu.Unlock()
 	}
 }

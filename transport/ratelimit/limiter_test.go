@@ -71,6 +71,9 @@ func envName(live bool) string {
 
 func TestDefaultLimitsExhaustAndRecover(t *testing.T) {
 	for _, tc := range defaultCases {
+		if tc.burst == 0 {
+			continue // a window: TestDefaultWindowLimitsExhaustAndRecover
+		}
 		t.Run(fmt.Sprintf("%s/%s", tc.name, envName(tc.live)), func(t *testing.T) {
 			clock := newFakeClock()
 			l := New(DefaultTable(), clock)
@@ -333,7 +336,7 @@ func TestSweepRemovesOnlyFullBuckets(t *testing.T) {
 	l.Allow(Key, false, "key_a")          // full again after 500ms
 	l.Allow(Spends, false, "agt_a")       // full again after 3s
 	exhaust(t, l, Spends, false, "agt_b") // 25 tokens used: full after 75s
-	l.Allow(SpendsDaily, true, "agt_a")   // full again after 432s
+	l.Allow(SpendsDaily, true, "agt_a")   // a window: empty once its slot has left, 24h15m
 	l.Allow(PracticeControl, true, "own") // disabled: no bucket
 	if n := l.Len(); n != 4 {
 		t.Fatalf("Len = %d, want 4", n)
@@ -380,8 +383,18 @@ func TestSweepRemovesOnlyFullBuckets(t *testing.T) {
 
 	clock.Advance(432 * time.Second)
 	l.Sweep()
+	if n := l.Len(); n != 1 {
+		t.Fatalf("Sweep after 438s: Len = %d, want 1 (the daily window of agt_a)", n)
+	}
+	clock.Advance(24*time.Hour + 15*time.Minute - 438*time.Second - time.Nanosecond)
+	l.Sweep()
+	if n := l.Len(); n != 1 {
+		t.Fatalf("Sweep a nanosecond before the use leaves the daily window: Len = %d, want 1", n)
+	}
+	clock.Advance(time.Nanosecond)
+	l.Sweep()
 	if n := l.Len(); n != 0 {
-		t.Fatalf("Sweep after 438s: Len = %d, want 0", n)
+		t.Fatalf("Sweep once the use has left the daily window: Len = %d, want 0", n)
 	}
 	// A swept subject starts full, exactly as it was.
 	if d := l.Allow(Spends, false, "agt_b"); !d.Allowed || d.Remaining != 24 {
@@ -394,7 +407,7 @@ func TestSweepRebuildsShrunkShards(t *testing.T) {
 	l := New(DefaultTable(), clock)
 	const n = 200_000
 	for i := 0; i < n; i++ {
-		l.Allow(InvalidKey, true, fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255))
+		l.Allow(Key, true, fmt.Sprintf("key_%d", i))
 	}
 	if got := l.Len(); got != n {
 		t.Fatalf("Len = %d, want %d", got, n)
@@ -420,8 +433,41 @@ func TestSweepRebuildsShrunkShards(t *testing.T) {
 				i, s.peak, len(s.full), len(s.free))
 		}
 	}
-	if d := l.Allow(InvalidKey, true, "10.0.0.1"); !d.Allowed || d.Remaining != 29 {
+	if d := l.Allow(Key, true, "key_1"); !d.Allowed || d.Remaining != 89 {
 		t.Fatalf("after rebuild: %+v, want a fresh bucket", d)
+	}
+}
+
+// Windows (burst 0) are swept and their map rebuilt the same way: a burst
+// of invalid keys from many addresses leaves nothing once 10 minutes (and
+// the minute slot they began in) have passed.
+func TestSweepRebuildsShrunkWindows(t *testing.T) {
+	clock := newFakeClock()
+	l := New(DefaultTable(), clock)
+	const n = 100_000
+	for i := 0; i < n; i++ {
+		l.Allow(InvalidKey, true, fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255))
+	}
+	if got := l.Len(); got != n {
+		t.Fatalf("Len = %d, want %d", got, n)
+	}
+	clock.Advance(10 * time.Minute)
+	l.Sweep()
+	if got := l.Len(); got != n {
+		t.Fatalf("Sweep at 10 min: Len = %d, want %d (the first minute's slot is still counted)", got, n)
+	}
+	clock.Advance(time.Minute)
+	l.Sweep()
+	if got := l.Len(); got != 0 {
+		t.Fatalf("Sweep at 11 min: Len = %d, want 0", got)
+	}
+	for i := range l.shards {
+		if s := &l.shards[i]; s.wpeak != 0 || len(s.windows) != 0 {
+			t.Fatalf("shard %d after Sweep: peak %d, %d windows; want none (rebuilt)", i, s.wpeak, len(s.windows))
+		}
+	}
+	if d := l.Allow(InvalidKey, true, "10.0.0.1"); !d.Allowed || d.Remaining != 29 {
+		t.Fatalf("after rebuild: %+v, want an empty window", d)
 	}
 }
 

@@ -33,7 +33,7 @@ func FuzzAllowMatchesModel(f *testing.F) {
 	f.Add(uint8(1), uint8(0), uint16(1), []byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, rate8, burst8 uint8, perToken uint16, steps []byte) {
 		rate := int64(rate8%200) + 1
-		burst := int64(burst8 % 50)
+		burst := int64(burst8%50) + 1 // burst 0 is a window (FuzzWindowMatchesModel)
 		interval := (int64(perToken)%1000 + 1) * int64(time.Millisecond)
 		window := interval * rate
 

@@ -212,6 +212,9 @@ func (l Limit) validate() error {
 	if int64(l.Rate) > int64(l.Window) {
 		return fmt.Errorf("rate %d per %v is more than one token per nanosecond", l.Rate, l.Window)
 	}
+	if l.Burst == 0 && l.Rate > maxWindowRate {
+		return fmt.Errorf("rate %d per %v with burst 0 is more than %d (a window counts in 32 bits)", l.Rate, l.Window, uint32(maxWindowRate))
+	}
 	interval := ceilDiv(int64(l.Window), int64(l.Rate))
 	if most := math.MaxInt64 / interval; int64(l.Rate) > most || int64(l.Burst) > most-int64(l.Rate) {
 		return fmt.Errorf("rate %d + burst %d per %v is too large", l.Rate, l.Burst, l.Window)

@@ -144,7 +144,7 @@ func TestValidate(t *testing.T) {
 func TestValidateAcceptsEdgeValues(t *testing.T) {
 	tab := DefaultTable()
 	tab.Live[Key] = Limit{Rate: 1, Window: time.Nanosecond}            // one per nanosecond
-	tab.Live[Check] = Limit{Rate: 7, Window: time.Minute}              // window not a multiple of rate
+	tab.Live[Check] = Limit{Rate: 7, Window: time.Minute, Burst: 1}    // window not a multiple of rate
 	tab.Practice[Spends] = Limit{Rate: 0, Window: time.Minute}         // disabled in practice
 	tab.Practice[Check] = Limit{Rate: 1, Window: 365 * 24 * time.Hour} // long window
 	if err := tab.Validate(); err != nil {
@@ -155,8 +155,8 @@ func TestValidateAcceptsEdgeValues(t *testing.T) {
 		t.Fatalf("rate 0 in practice: %+v, want Disabled", d)
 	}
 	// 7 per minute: the interval rounds up to 8571428572ns, never faster.
-	if got := exhaust(t, l, Check, true, "agt"); got != 7 {
-		t.Fatalf("granted %d, want 7", got)
+	if got := exhaust(t, l, Check, true, "agt"); got != 8 {
+		t.Fatalf("granted %d, want 7 and the burst of 1", got)
 	}
 	if d := l.Allow(Check, true, "agt"); d.RetryAfter != 8571428572 {
 		t.Fatalf("RetryAfter = %d, want 8571428572ns", d.RetryAfter)
