@@ -70,9 +70,10 @@ type idemIndex struct {
 	more  map[uint64][]idemSpend
 	order []idemEntry // oldest first; order[head:] are in the window
 	head  int
-	// legacyUntil: until then an entry of the old layout may still be in
-	// the window, and a key not found here is looked up in bIdem.
-	legacyUntil time.Time
+	// legacyUntil (Unix milliseconds): until then an entry of the old
+	// layout may still be in the window, and a key not found here is
+	// looked up in bIdem.
+	legacyUntil int64
 }
 
 func hashIdemKey(key []byte) uint64 { return maphash.Bytes(idemSeed, key) }
@@ -183,7 +184,7 @@ func (a *agentActor) loadIdem(now time.Time) error {
 		return true
 	})
 	if legacy > 0 {
-		a.idem.legacyUntil = time.UnixMilli(legacy).Add(IdempotencyMemory)
+		a.idem.legacyUntil = legacy + IdempotencyMemory.Milliseconds()
 	}
 	return err
 }
@@ -207,7 +208,7 @@ func (a *agentActor) findIdem(key string, now time.Time) (rec idemRecord, found 
 		}
 		return rec, true, nil
 	}
-	if now.Before(a.idem.legacyUntil) {
+	if now.UnixMilli() < a.idem.legacyUntil {
 		return a.findLegacyIdem(key)
 	}
 	return rec, false, nil
