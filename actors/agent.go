@@ -37,8 +37,9 @@ type agentActor struct {
 	// whose records may not be durable yet; the store answers for the rest.
 	recentKeys map[string]*recentKey
 	// idem finds the spends of the Idempotency-Keys of the last
-	// IdempotencyMemory (see idempotency.go).
-	idem   idemIndex
+	// IdempotencyMemory (see idempotency.go); nil while there are none,
+	// so that an idle agent does not pay for it.
+	idem   *idemIndex
 	latest map[string]latestState
 	// waiting are create requests whose answer waits for the settlement.
 	waiting map[string]chan SpendResult

@@ -111,6 +111,9 @@ func (x *idemIndex) add(h uint64, s idemSpend) {
 
 // candidates lists the spends whose key has hash h, oldest first.
 func (x *idemIndex) candidates(h uint64) []idemSpend {
+	if x == nil {
+		return nil
+	}
 	s, ok := x.first[h]
 	if !ok {
 		return nil
@@ -166,7 +169,8 @@ func (x *idemIndex) setMore(h uint64, rest []idemSpend) {
 
 // loadIdem builds the index from the agent's spends of the window.
 func (a *agentActor) loadIdem(now time.Time) error {
-	a.idem = idemIndex{}
+	a.idem = nil
+	x := &idemIndex{}
 	prefix := prefixOf(a.id)
 	from := append(append([]byte{}, prefix...), idTimePrefix("spd", now.Add(-IdempotencyMemory))...)
 	var legacy int64
@@ -180,11 +184,14 @@ func (a *agentActor) loadIdem(now time.Time) error {
 			legacy = max(legacy, s.millis())
 			return true
 		}
-		a.idem.add(hashIdemKey(key), s)
+		x.add(hashIdemKey(key), s)
 		return true
 	})
 	if legacy > 0 {
-		a.idem.legacyUntil = legacy + IdempotencyMemory.Milliseconds()
+		x.legacyUntil = legacy + IdempotencyMemory.Milliseconds()
+	}
+	if len(x.first) > 0 || legacy > 0 {
+		a.idem = x
 	}
 	return err
 }
@@ -193,7 +200,15 @@ func (a *agentActor) loadIdem(now time.Time) error {
 // the window, if any. Keys of spends whose record is not durable yet are in
 // recentKeys, which the caller reads first.
 func (a *agentActor) findIdem(key string, now time.Time) (rec idemRecord, found bool, err error) {
+	if a.idem == nil {
+		return rec, false, nil
+	}
 	a.idem.forget(now.Add(-IdempotencyMemory).UnixMilli())
+	legacy := now.UnixMilli() < a.idem.legacyUntil
+	if len(a.idem.first) == 0 && !legacy {
+		a.idem = nil // an agent idle for the whole window keeps nothing
+		return rec, false, nil
+	}
 	for _, s := range a.idem.candidates(hashIdemKey([]byte(key))) {
 		v, err := a.sys.store.Get(bAgentSpends, join(a.id, s.id()))
 		if err != nil {
@@ -208,7 +223,7 @@ func (a *agentActor) findIdem(key string, now time.Time) (rec idemRecord, found 
 		}
 		return rec, true, nil
 	}
-	if now.UnixMilli() < a.idem.legacyUntil {
+	if legacy {
 		return a.findLegacyIdem(key)
 	}
 	return rec, false, nil
@@ -224,6 +239,9 @@ func (a *agentActor) findLegacyIdem(key string) (rec idemRecord, found bool, err
 // noteIdem adds the spend made under key to the index.
 func (a *agentActor) noteIdem(key, spendID string) {
 	if s, ok := spendOfID(spendID); ok {
+		if a.idem == nil {
+			a.idem = &idemIndex{}
+		}
 		a.idem.add(hashIdemKey([]byte(key)), s)
 	}
 }
