@@ -106,6 +106,9 @@ func (s *System) CreateOwner(ctx context.Context, name, email, passwordHash stri
 type CreatedKey struct {
 	KeyView
 	Secret string `json:"secret"`
+	// RotatedKey is, on a rotation, the key it replaced, with the end of
+	// its grace period: when it stops working.
+	RotatedKey *KeyView `json:"rotated_key,omitempty"`
 }
 
 // CreateAgent creates an agent of the owner's environment with rules (in

@@ -121,7 +121,8 @@ func (s *System) RotateKey(ctx context.Context, p Principal, keyID string, grace
 	s.forgetKey(old.Digest)
 	s.logOwnerAction("key_rotated", p, slog.String("key", old.ID), slog.String("new_key", nk.ID), slog.String("kind", nk.Kind),
 		slog.String("agent", nk.AgentID), slog.Time("old_key_ends_at", old.ExpiresAt))
-	return CreatedKey{KeyView: nk.View(), Secret: secret}, nil
+	rotated := old.View()
+	return CreatedKey{KeyView: nk.View(), Secret: secret, RotatedKey: &rotated}, nil
 }
 
 // CreateOwnerKey creates another owner key for the principal's owner and

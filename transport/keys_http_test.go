@@ -1,6 +1,7 @@
 package transport_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -48,6 +49,14 @@ func TestRotateAgentKey(t *testing.T) {
 		t.Fatalf("rotation answered %s", r.Raw)
 	}
 	graceEnd := epoch.Add(2 * time.Hour)
+	// The answer names the key it replaced and when that one stops.
+	old := obj(t, r.Body, "rotated_key")
+	if ends, _ := time.Parse(time.RFC3339, fmt.Sprint(old["grace_period_ends_at"])); old["id"] != oldID || !ends.Equal(graceEnd) {
+		t.Fatalf("rotated_key %v, want %s ending at %v", old, oldID, graceEnd)
+	}
+	if _, leaked := old["secret"]; leaked {
+		t.Fatal("rotated_key carries a secret")
+	}
 
 	// Both keys work during the overlap; the old one shows when it ends.
 	if got := keyIDOf(t, e.srv, newSecret); got != r.Body["id"] {

@@ -36,6 +36,8 @@ type keyView struct {
 	// GraceEndsAt is when a rotated key stops working.
 	GraceEndsAt *time.Time `json:"grace_period_ends_at"`
 	Secret      string     `json:"secret"`
+	// RotatedKey is, in a rotation's answer, the key it replaced.
+	RotatedKey *keyView `json:"rotated_key"`
 }
 
 func (k keyView) status(now time.Time) string {
@@ -104,6 +106,9 @@ func (c *cli) printNewKey(verb string, raw []byte, k keyView) error {
 		fmt.Fprintf(c.stdout, "%s key %s (%s, agent %s, expires %s)\n", verb, k.ID, k.Prefix, k.agent(), when(k.ExpiresAt))
 		if _, err := fmt.Fprintf(c.stdout, "secret: %s\n", k.Secret); err != nil {
 			return err
+		}
+		if old := k.RotatedKey; old != nil {
+			fmt.Fprintf(c.stdout, "old key %s works until %s\n", old.ID, when(old.GraceEndsAt))
 		}
 	}
 	if k.Secret != "" {

@@ -427,7 +427,8 @@ func TestCLIKeysRotate(t *testing.T) {
 		if !errors.As(err, &se) || se.Status != http.StatusNotFound || !strings.HasPrefix(errOut, "error: "+se.Code+": ") {
 			t.Errorf("keys rotate: %v, stderr %q", err, errOut)
 		}
-	} else if !strings.Contains(out, "secret: svc_test_agent_") || !strings.Contains(errOut, "not shown again") {
+	} else if !strings.Contains(out, "secret: svc_test_agent_") || !strings.Contains(errOut, "not shown again") ||
+		!strings.Contains(out, "old key "+keyID+" works until ") {
 		t.Errorf("keys rotate printed %q, stderr %q", out, errOut)
 	}
 
