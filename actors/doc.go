@@ -22,8 +22,10 @@
 // # Durability
 //
 // Persist, then act, then reply. A change is appended to the journal as one
-// record (spend, indexes, idempotency record, counters, environment state,
-// events) and the caller receives the record's ticket; the HTTP handler
+// record (spend, indexes, counters, environment state, events; the
+// Idempotency-Key's record is the spend's entry in its agent's index, which
+// the actor reads back through a hash of the keys of the last 48 hours, see
+// idempotency.go) and the caller receives the record's ticket; the HTTP handler
 // answers only when the ticket is durable, the settlement worker calls the
 // vendor only when the approval (with its payment nonce) is durable, and the
 // hub tells watchers and subscribers only about durable changes. A payment
