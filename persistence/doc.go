@@ -16,7 +16,11 @@
 //     their first record, each a run of frames: length, CRC-32C (of
 //     length, LSN and record), LSN, and the record in the compact binary
 //     format of EncodeRecord. A segment past 64 MiB (DefaultSegmentSize) is
-//     closed and a new one started. The file STORE_ID names the data file
+//     closed and a new one started: the file next.spare, written ahead as
+//     zeros once the active segment is half full (see spare.go), so that a
+//     commit writes into blocks the file has and its fdatasync has no size
+//     to record; a segment's records may therefore be followed by zeros,
+//     which end them. The file STORE_ID names the data file
 //     the journal belongs to, and LOCK is held while a store has it open.
 //   - The bbolt file at Options.Path: the bucket meta holds applied_lsn, the
 //     LSN of the last record folded into the entity buckets, the layout
@@ -72,7 +76,8 @@
 // applied_lsn with its writes, and records at or below applied_lsn are
 // skipped, so recovery is itself crash-safe. A damaged tail of the last
 // segment that no intact frame follows is a batch whose fdatasync never
-// returned, so nobody was told of it: it is truncated away and logged. Any
+// returned, so nobody was told of it: it is truncated away and logged
+// (zeros written ahead, in any segment, are no damage). Any
 // other damage (in an older segment, or followed by intact frames, or a gap
 // in the LSNs) is in acknowledged records, and Open refuses with an error
 // wrapping ErrCorruptRecord that names the file and offset. A file written

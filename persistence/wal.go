@@ -99,6 +99,9 @@ type wal struct {
 	retireWake chan struct{} // capacity 1
 	retireDone chan struct{} // closed when the remover has exited
 	stopping   atomic.Bool   // set by close: finish without pauses, then exit
+
+	// spare is the next segment, written ahead (spare.go).
+	spare spare
 }
 
 type walSegment struct {
@@ -234,6 +237,9 @@ func readWAL(dir string, segSize int64, log *slog.Logger, applied uint64) (*wal,
 		return nil, nil, err
 	}
 	w := &wal{dir: dir, segSize: segSize, log: log, truncate: (*os.File).Truncate}
+	if err := removeStaleSpare(dir); err != nil {
+		return nil, nil, fmt.Errorf("journal: remove the spare segment of an earlier run: %w", err)
+	}
 	for _, e := range entries {
 		if e.Type().IsRegular() && strings.HasSuffix(e.Name(), retiredSuffix) {
 			// Retired before a stop, not yet removed: all of its records
@@ -266,6 +272,9 @@ func readWAL(dir string, segSize int64, log *slog.Logger, applied uint64) (*wal,
 			return nil, nil, err
 		}
 		frames, end, perr := parseSegment(data, seg.first)
+		if perr != nil && allZero(data[end:]) {
+			perr = nil // written ahead, and no record reached it (spare.go)
+		}
 		if perr != nil {
 			last := seg.first - 1 + uint64(len(frames))
 			if i != len(w.segs)-1 || intactAfter(data[end:], last) {
@@ -335,9 +344,12 @@ func (w *wal) restart(applied uint64) error {
 // the active one. Caller holds mu or is the only user (Open).
 func (w *wal) startSegment(first uint64) error {
 	path := segmentPath(w.dir, first)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("journal: create segment: %w", err)
+	f, ok := w.takeSpare(path)
+	if !ok {
+		var err error
+		if f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600); err != nil {
+			return fmt.Errorf("journal: create segment: %w", err)
+		}
 	}
 	// The directory entry must be durable before any record in the file is
 	// acknowledged.
@@ -401,6 +413,7 @@ func (w *wal) append(first uint64, items []item, fault func(int) error) error {
 		return err
 	}
 	w.off.Store(off + int64(len(buf)))
+	w.prepareSpare()
 	return nil
 }
 
@@ -544,7 +557,7 @@ func (w *wal) check(applied func() uint64) error {
 			data = data[:end] // a batch may be being written past end
 		}
 		frames, off, err := parseSegment(data, seg.first)
-		if err != nil {
+		if err != nil && !allZero(data[off:]) {
 			errs = append(errs, &segmentDamage{path: seg.path, offset: off, err: err})
 		}
 		for _, f := range frames {
@@ -560,11 +573,12 @@ func (w *wal) check(applied func() uint64) error {
 // close finishes removing the retired segments, without pauses, and closes
 // the active segment.
 func (w *wal) close() error {
+	w.stopping.Store(true)
 	if w.retireDone != nil {
-		w.stopping.Store(true)
 		w.wakeRemover()
 		<-w.retireDone
 	}
+	w.spare.done.Wait()
 	var err error
 	if w.f != nil {
 		err = w.f.Close()

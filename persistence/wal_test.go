@@ -46,7 +46,7 @@ func frameOffsets(t *testing.T, path string) []int {
 		t.Fatal(err)
 	}
 	var offs []int
-	for off := 0; off < len(data); {
+	for off := 0; off < len(data) && !allZero(data[off:]); { // a zero rest was written ahead (spare.go)
 		_, n, err := parseFrame(data[off:])
 		if err != nil {
 			t.Fatalf("%s at %d: %v", path, off, err)
@@ -55,6 +55,26 @@ func frameOffsets(t *testing.T, path string) []int {
 		off += n
 	}
 	return offs
+}
+
+// recordsEnd returns the offset where the records of a segment file end:
+// its size, or where the zeros written ahead of them begin.
+func recordsEnd(t *testing.T, path string) int {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offs := frameOffsets(t, path)
+	if len(offs) == 0 {
+		return 0
+	}
+	last := offs[len(offs)-1]
+	_, n, err := parseFrame(data[last:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return last + n
 }
 
 func rewrite(t *testing.T, path string, f func([]byte) []byte) {
@@ -148,7 +168,23 @@ func TestCorruptionInsideJournalRefused(t *testing.T) {
 			seg: func(segs []string) string { return segs[0] },
 			damage: func(t *testing.T, path string) int {
 				offs := frameOffsets(t, path)
-				rewrite(t, path, func(d []byte) []byte { return d[:len(d)-2] })
+				rewrite(t, path, func(d []byte) []byte { return d[:recordsEnd(t, path)-2] })
+				return offs[len(offs)-1]
+			},
+		},
+		"torn end of an older segment written ahead": {
+			mod: small,
+			seg: func(segs []string) string { return segs[1] },
+			damage: func(t *testing.T, path string) int {
+				offs := frameOffsets(t, path)
+				end := recordsEnd(t, path)
+				rewrite(t, path, func(d []byte) []byte {
+					if len(d) == end {
+						t.Fatalf("%s was not written ahead: no zeros after its records", path)
+					}
+					clear(d[end-2 : end]) // the zeros reach into the last record
+					return d
+				})
 				return offs[len(offs)-1]
 			},
 		},
