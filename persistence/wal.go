@@ -579,9 +579,11 @@ func (w *wal) close() error {
 		<-w.retireDone
 	}
 	w.spare.done.Wait()
-	var err error
+	// The next open would not trust it; it need not hold a segment's worth
+	// of disk meanwhile.
+	err := removeStaleSpare(w.dir)
 	if w.f != nil {
-		err = w.f.Close()
+		err = errors.Join(err, w.f.Close())
 	}
 	if w.lock != nil {
 		err = errors.Join(err, w.lock.Close())
