@@ -14,8 +14,9 @@ import (
 // write too: a commit of the file system's own journal besides the
 // record's blocks. Writing into blocks the file already has (written, not
 // merely allocated) needs no such commit: measured on the reference
-// machine at 2,000 spends/s, a group commit took p50 0.28 ms instead of
-// 0.56 ms, and under the unpaced load 0.45-0.66 ms instead of 1.3-1.7 ms.
+// machine, a group commit took p50 0.35-0.46 ms instead of 0.59-0.75 ms at
+// 2,000 spends/s, and 0.59-0.94 ms instead of 1.21-1.61 ms under the
+// unpaced load of make bench.
 //
 // So the journal writes its next segment ahead of time: once the active
 // segment is half full, a goroutine writes a spare file of zeros, a step at

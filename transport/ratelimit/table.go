@@ -212,7 +212,7 @@ func (l Limit) validate() error {
 	if int64(l.Rate) > int64(l.Window) {
 		return fmt.Errorf("rate %d per %v is more than one token per nanosecond", l.Rate, l.Window)
 	}
-	if l.Burst == 0 && l.Rate > maxWindowRate {
+	if l.Burst == 0 && int64(l.Rate) > maxWindowRate {
 		return fmt.Errorf("rate %d per %v with burst 0 is more than %d (a window counts in 32 bits)", l.Rate, l.Window, uint32(maxWindowRate))
 	}
 	interval := ceilDiv(int64(l.Window), int64(l.Rate))
