@@ -17,7 +17,7 @@
 //     length, LSN and record), LSN, and the record in the compact binary
 //     format of EncodeRecord. A segment past 64 MiB (DefaultSegmentSize) is
 //     closed and a new one started: the file next.spare, written ahead as
-//     zeros once the active segment is half full (see spare.go), so that a
+//     zeros once the active segment holds a MiB (see spare.go), so that a
 //     commit writes into blocks the file has and its fdatasync has no size
 //     to record; a segment's records may therefore be followed by zeros,
 //     which end them. The file STORE_ID names the data file

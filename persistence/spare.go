@@ -19,7 +19,7 @@ import (
 // unpaced load of make bench.
 //
 // So the journal writes its next segment ahead of time: once the active
-// segment is half full, a goroutine writes a spare file of zeros, a step at
+// segment holds a MiB, a goroutine writes a spare file of zeros, a step at
 // a time with a pause between steps (like the remover, so that the
 // journal's own commits never wait behind a long write), and fdatasyncs
 // it. The next segment is that spare, renamed. A segment therefore ends in
@@ -31,6 +31,7 @@ const (
 	spareName  = "next.spare"
 	spareStep  = 1 << 20
 	sparePause = 5 * time.Millisecond
+	spareAfter = 1 << 20
 )
 
 // spare is the state of the next segment's file.
@@ -45,10 +46,13 @@ type spare struct {
 // batch that crosses it.
 func (w *wal) spareSize() int64 { return w.segSize + w.segSize/8 }
 
-// prepareSpare starts writing the spare if the active segment is past half
-// its size and no spare is ready or being written. Committer only.
+// prepareSpare starts writing the spare once the active segment holds
+// spareAfter bytes (half its limit, if that is less: the tests' tiny
+// segments) and no spare is ready or being written. A journal that never
+// gets that far (most tests, a store barely used) writes none. Committer
+// only.
 func (w *wal) prepareSpare() {
-	if w.off.Load() < w.segSize/2 || w.stopping.Load() {
+	if w.off.Load() < min(w.limit/2, spareAfter) || w.stopping.Load() {
 		return
 	}
 	w.spare.mu.Lock()

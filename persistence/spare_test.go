@@ -26,7 +26,8 @@ func TestNextSegmentIsWrittenAhead(t *testing.T) {
 		mustAppend(t, s, Put("b", []byte(fmt.Sprintf("k%05d", n)), value))
 		n++
 	}
-	// Past half of the first segment: the spare appears, in full.
+	// Past half of the first segment (less than spareAfter here): the
+	// spare appears, in full.
 	for s.wal.off.Load() < segSize/2+1 {
 		appendOne()
 	}
@@ -166,4 +167,29 @@ func fileSize(t *testing.T, path string) int {
 		t.Fatal(err)
 	}
 	return int(st.Size())
+}
+
+// The first segment after an open is made, not written ahead, so it is
+// short (a quarter of the segment size, at least 1 MiB): the journal
+// reaches segments written ahead soon after a start.
+func TestFirstSegmentAfterOpenIsShort(t *testing.T) {
+	const segSize = 32 << 20
+	opts := testOptions(t.TempDir(), func(o *Options) {
+		noAutoCheckpoint(o)
+		o.hooks.segmentSize = segSize
+	})
+	s := openStore(t, opts)
+	defer s.Close()
+	value := make([]byte, 64<<10)
+	var written int64
+	for i := 0; len(segmentFiles(t, opts.Path)) < 2; i++ {
+		if written > segSize/2 {
+			t.Fatalf("no rotation after %d bytes of records", written)
+		}
+		mustAppend(t, s, Put("b", []byte(fmt.Sprint(i)), value))
+		written += int64(len(value))
+	}
+	if first := recordsEnd(t, segmentFiles(t, opts.Path)[0]); first < segSize/4 || first > segSize/4+2*len(value) {
+		t.Fatalf("the first segment was closed at %d bytes, want about %d", first, segSize/4)
+	}
 }

@@ -77,7 +77,10 @@ func journalDir(path string) string { return path + ".journal" }
 type wal struct {
 	dir     string
 	segSize int64
-	log     *slog.Logger
+	// limit is the size past which the active segment is closed: segSize,
+	// but less for the first segment after an open (see restart).
+	limit int64
+	log   *slog.Logger
 
 	// mu guards segs: rotation (committer), deletion (checkpointer) and
 	// Check. Appending to the active segment does not take it.
@@ -337,7 +340,14 @@ func (w *wal) restart(applied uint64) error {
 		}
 	}
 	w.segs = nil
-	return w.startSegment(applied + 1)
+	if err := w.startSegment(applied + 1); err != nil {
+		return err
+	}
+	// The first segment is made, not written ahead (spare.go): kept short
+	// (16 MiB of the default 64), it hands over to one written ahead within
+	// the first seconds after a start rather than after 64 MiB.
+	w.limit = min(w.segSize, max(w.segSize/4, 1<<20))
+	return nil
 }
 
 // startSegment creates the segment for records from first on and makes it
@@ -362,6 +372,7 @@ func (w *wal) startSegment(first uint64) error {
 	}
 	w.f = f
 	w.off.Store(0)
+	w.limit = w.segSize
 	w.segs = append(w.segs, walSegment{first: first, path: path})
 	return nil
 }
@@ -383,7 +394,7 @@ func (w *wal) append(first uint64, items []item, fault func(int) error) error {
 	if w.broken != nil {
 		return w.broken
 	}
-	if w.off.Load() >= w.segSize {
+	if w.off.Load() >= w.limit {
 		w.mu.Lock()
 		err := w.startSegment(first)
 		w.mu.Unlock()
