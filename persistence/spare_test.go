@@ -13,11 +13,7 @@ import (
 // reads them up to the zeros, with nothing lost or invented.
 func TestNextSegmentIsWrittenAhead(t *testing.T) {
 	const segSize = 16 << 10
-	opts := testOptions(t.TempDir(), func(o *Options) {
-		noAutoCheckpoint(o)
-		o.hooks.segmentSize = segSize
-	})
-	s := openStore(t, opts)
+	opts, s := storeWithSegments(t, t.TempDir(), segSize)
 	spare := filepath.Join(journalDir(opts.Path), spareName)
 	value := make([]byte, 200)
 	n := 0
@@ -119,11 +115,7 @@ func TestAllZero(t *testing.T) {
 // may be half written) recovers to the state the store had.
 func TestRecoveryFromCrashImageWithSegmentsWrittenAhead(t *testing.T) {
 	dir := t.TempDir()
-	opts := testOptions(dir, func(o *Options) {
-		noAutoCheckpoint(o)
-		o.hooks.segmentSize = 512
-	})
-	s := openStore(t, opts)
+	opts, s := storeWithSegments(t, dir, 512)
 	defer s.Close()
 	for i := range 200 {
 		mustAppend(t, s, Put("b", []byte(fmt.Sprint(i%13)), []byte(fmt.Sprint(i))), Del("b", []byte(fmt.Sprint((i+5)%13))))
@@ -174,11 +166,7 @@ func fileSize(t *testing.T, path string) int {
 // reaches segments written ahead soon after a start.
 func TestFirstSegmentAfterOpenIsShort(t *testing.T) {
 	const segSize = 32 << 20
-	opts := testOptions(t.TempDir(), func(o *Options) {
-		noAutoCheckpoint(o)
-		o.hooks.segmentSize = segSize
-	})
-	s := openStore(t, opts)
+	opts, s := storeWithSegments(t, t.TempDir(), segSize)
 	defer s.Close()
 	value := make([]byte, 64<<10)
 	var written int64
@@ -192,4 +180,15 @@ func TestFirstSegmentAfterOpenIsShort(t *testing.T) {
 	if first := recordsEnd(t, segmentFiles(t, opts.Path)[0]); first < segSize/4 || first > segSize/4+2*len(value) {
 		t.Fatalf("the first segment was closed at %d bytes, want about %d", first, segSize/4)
 	}
+}
+
+// storeWithSegments opens a store in dir whose journal segments close at
+// segSize bytes, without automatic checkpoints.
+func storeWithSegments(t *testing.T, dir string, segSize int64) (Options, *Store) {
+	t.Helper()
+	opts := testOptions(dir, func(o *Options) {
+		noAutoCheckpoint(o)
+		o.hooks.segmentSize = segSize
+	})
+	return opts, openStore(t, opts)
 }
