@@ -709,7 +709,10 @@ func (a *agentActor) expire(spendID string) {
 	a.env.mu.Lock()
 	a.ledger.Release(sp.ID, now)
 	a.env.state.Held = a.env.state.Held.Sub(sp.Amount)
-	sp.Expire(now)
+	// The spend expired when its approval ran out, even when that is
+	// noticed later (found at a start, or a practice clock moved past
+	// it); its event is announced now, in sequence.
+	sp.Expire(sp.Approval.ExpiresAt)
 	c.event(a.env, a.id, sp.Status.EventType(), spendRef(sp), audienceBoth, now)
 	body := spendJSON(sp)
 	c.putRaw(bSpends, []byte(sp.ID), body)

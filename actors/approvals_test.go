@@ -545,8 +545,11 @@ func TestWaitingLooseningIsAnnouncedAfterARestart(t *testing.T) {
 func TestApprovalsThatRanOutWhileDownExpireInOrder(t *testing.T) {
 	f := newApprovalFixture(t)
 	var want []string
+	ranOut := map[string]time.Time{}
 	for range 5 {
-		want = append(want, f.pending(t).ID)
+		sp := f.pending(t)
+		want = append(want, sp.ID)
+		ranOut[sp.ID] = sp.Approval.ExpiresAt
 		f.h.clock.Advance(time.Second)
 	}
 	f.h.close()
@@ -566,6 +569,20 @@ func TestApprovalsThatRanOutWhileDownExpireInOrder(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("spend.expired came for %v, want %v (the order the approvals ran out)", got, want)
+	}
+	// Each expired when its approval ran out, not when the start found it.
+	for id, at := range ranOut {
+		r, err := f.h.sys.GetSpend(context.Background(), f.agent, id, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sp policy.Spend
+		if err := json.Unmarshal(r, &sp); err != nil {
+			t.Fatal(err)
+		}
+		if sp.Status != policy.StatusExpired || !sp.UpdatedAt.Equal(at) {
+			t.Errorf("spend %s: %s at %v, want expired at %v", id, sp.Status, sp.UpdatedAt, at)
+		}
 	}
 	if r := actors.Audit(f.h.store, nil); r.Err() != nil {
 		t.Fatal(r.Err())
