@@ -287,3 +287,17 @@ func copyStoreImage(t testing.TB, s *Store, dst string) {
 		}
 	}
 }
+
+// wantRecovered opens the crash image at image and checks that it
+// recovers to the dump want and passes Check.
+func wantRecovered(t *testing.T, image string, want dump) {
+	t.Helper()
+	s := openStore(t, Options{Path: image, InitialMmapSize: 1 << 20})
+	defer s.Close()
+	if d := diffDumps(want, dumpStore(t, s)); d != "" {
+		t.Fatalf("crash image recovered to a different state: %s", d)
+	}
+	if err := s.Check(); err != nil {
+		t.Fatal(err)
+	}
+}

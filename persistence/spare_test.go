@@ -142,14 +142,7 @@ func TestRecoveryFromCrashImageWithSegmentsWrittenAhead(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(journalDir(image), spareName), make([]byte, 100), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s2 := openStore(t, Options{Path: image, InitialMmapSize: 1 << 20})
-	defer s2.Close()
-	if d := diffDumps(want, dumpStore(t, s2)); d != "" {
-		t.Fatalf("crash image recovered to a different state: %s", d)
-	}
-	if err := s2.Check(); err != nil {
-		t.Fatal(err)
-	}
+	wantRecovered(t, image, want)
 }
 
 func fileSize(t *testing.T, path string) int {

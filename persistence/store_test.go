@@ -504,14 +504,7 @@ func TestRecoveryFromCrashImage(t *testing.T) {
 	want := dumpStore(t, s)
 	image := dir + "/image.db"
 	copyStoreImage(t, s, image)
-	s2 := openStore(t, Options{Path: image, InitialMmapSize: 1 << 20})
-	defer s2.Close()
-	if d := diffDumps(want, dumpStore(t, s2)); d != "" {
-		t.Fatalf("crash image recovered to a different state: %s", d)
-	}
-	if err := s2.Check(); err != nil {
-		t.Fatal(err)
-	}
+	wantRecovered(t, image, want)
 }
 
 func TestReopenSameState(t *testing.T) {
