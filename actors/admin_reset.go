@@ -628,7 +628,7 @@ func (a *agentActor) resetReceive(ctx actor.Context) bool {
 			a.publishView()
 		}
 		a.answerDrained()
-	case *expireSpend, *clockMoved, *resumeWork:
+	case *expireSpend, *clockMoved, *resumeWork, *vendorSlow:
 		// Nothing else may change while fenced; an unfence catches up.
 		a.received++
 	case *actor.Stopping:

@@ -114,6 +114,9 @@ type (
 		outcome policy.RailOutcome
 		err     error // the approval never became durable
 	}
+	// vendorSlow: the vendor has had a payment for the processing wait
+	// without answering (see Config.ProcessingAfter).
+	vendorSlow  struct{ spendID string }
 	expireSpend struct{ spendID string }
 	resumeWork  struct{}
 	reloadAgent struct{ reply chan error }
@@ -194,6 +197,12 @@ func (a *agentActor) Receive(ctx actor.Context) {
 		// worker finishing late) is dropped: this one dispatched its own.
 		if a.loaded && a.dispatched[msg.spendID] {
 			a.applyRail(ctx, msg) // publishes its change before it answers
+		}
+	case *vendorSlow:
+		a.received++
+		if a.loaded && a.dispatched[msg.spendID] {
+			a.awaitVendor(msg.spendID)
+			a.publishView()
 		}
 	case *expireSpend:
 		a.received++

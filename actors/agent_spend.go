@@ -512,6 +512,32 @@ func (a *agentActor) applyOutcome(c *change, sp *policy.Spend, o policy.RailOutc
 	}
 }
 
+// awaitVendor moves a payment whose vendor has not answered within the
+// processing wait from approved to processing, durably and announced
+// (spend.processing), and answers the request that created it, and the
+// cancels that waited, from that state: a caller is not kept waiting for
+// as long as a vendor takes, and a spend that was sent never reads
+// approved ("not yet sent", spec 3) for longer than the wait. The rail's
+// answer, still awaited by its worker, settles or fails it later.
+func (a *agentActor) awaitVendor(spendID string) {
+	sp := a.active[spendID]
+	if sp == nil || sp.Status != policy.StatusApproved {
+		return // answered meanwhile
+	}
+	now := a.now()
+	c := &change{spends: []string{sp.ID}}
+	a.env.mu.Lock()
+	sp.AwaitVendor(now)
+	c.event(a.env, a.id, sp.Status.EventType(), spendRef(sp), audienceBoth, now)
+	body := spendJSON(sp)
+	c.putRaw(bSpends, []byte(sp.ID), body)
+	t := a.sys.commit(a.gen, a.env, c)
+	a.env.mu.Unlock()
+	a.appended(t, sp, body)
+	a.answerWaiting(sp, body, t)
+	a.answerCancelsAfterSend(sp.ID)
+}
+
 // answerCancelsAfterSend answers the cancels that waited for the rail's
 // answer about spendID, from the state it has now.
 func (a *agentActor) answerCancelsAfterSend(spendID string) {
@@ -632,7 +658,8 @@ func (a *agentActor) cancel(m *cancelSpend) {
 		// The payment is on its way to the vendor and still reads
 		// approved, which promises it can be cancelled. Whether it was
 		// paid is the rail's answer: the cancel waits for it (at most the
-		// settle timeout) and then answers from the state the spend has,
+		// processing wait, after which the spend reads processing and the
+		// cancel is too late) and then answers from the state the spend has,
 		// settled, failed or processing, never "too late" for a spend
 		// that reads approved.
 		if a.cancelsAfterSend == nil {

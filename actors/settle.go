@@ -81,7 +81,13 @@ func (s *System) settle(agentID string, p policy.Payment, after *persistence.Tic
 			if verify {
 				o = rail.Verify(ctx, p)
 			} else {
+				// A vendor slower than the processing wait makes the
+				// payment read processing meanwhile; its answer, when it
+				// comes, still settles or fails it. Wall time, as the
+				// settle timeout: it measures a call, not the calendar.
+				slow := time.AfterFunc(s.cfg.ProcessingAfter, func() { s.send(agentID, &vendorSlow{spendID: p.SpendID}) })
 				o = rail.Pay(ctx, p)
+				slow.Stop()
 			}
 			cancel()
 		}

@@ -66,6 +66,10 @@ type Config struct {
 	IdleTimeout time.Duration
 	// SettleTimeout bounds one call to a rail; past it the outcome is unknown.
 	SettleTimeout time.Duration
+	// ProcessingAfter is how long a payment may be with its vendor and
+	// still read approved: past it the spend reads processing and the
+	// request that made it is answered. Default 5 s.
+	ProcessingAfter time.Duration
 	// VerifyBackoff are the delays between verifications of a processing spend;
 	// the last one repeats.
 	VerifyBackoff []time.Duration
@@ -114,6 +118,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SettleTimeout <= 0 {
 		c.SettleTimeout = 20 * time.Second
+	}
+	if c.ProcessingAfter <= 0 {
+		c.ProcessingAfter = DefaultProcessingAfter
 	}
 	if len(c.VerifyBackoff) == 0 {
 		c.VerifyBackoff = []time.Duration{2 * time.Second, 5 * time.Second, 15 * time.Second, time.Minute}
@@ -193,13 +200,17 @@ type System struct {
 	closed    atomic.Bool
 }
 
-// New starts the actor system and resumes the work that a previous run left
-// open: approvals to expire, payments to send or verify.
 // poolWorkers is how many goroutines the worker pool keeps: enough for the
 // mailboxes and rail calls in flight at once under a full load of two cores,
 // beyond which work runs on fresh goroutines.
 const poolWorkers = 128
 
+// DefaultProcessingAfter is Config.ProcessingAfter when none is given: a
+// request that pays waits this long at most for its vendor.
+const DefaultProcessingAfter = 5 * time.Second
+
+// New starts the actor system and resumes the work that a previous run left
+// open: approvals to expire, payments to send or verify.
 func New(cfg Config) (*System, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err

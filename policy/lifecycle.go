@@ -157,6 +157,22 @@ func (s *Spend) Fail(o RailOutcome, now time.Time) {
 		Suggestions: []string{"A new attempt needs a new Idempotency-Key; repeating this key returns this failed payment."}}, true
 }
 
+// AwaitVendor records a payment sent to its vendor that has not answered
+// within the wait the service allows a request: it is out of the agent's
+// hands (it can no longer be cancelled) and its outcome is not known yet.
+// The hold stays; the vendor's answer, or a verification if none comes,
+// settles or fails it. It is never sent again.
+func (s *Spend) AwaitVendor(now time.Time) {
+	s.move(StatusProcessing, now)
+	s.ProcessingDetail = &ProcessingDetail{Code: "outcome_unknown",
+		Message: "The payment was sent and the vendor has not answered yet; the service waits for its answer, verifies it if none comes, and will not send it again.",
+		Since:   now.UTC()}
+	s.Settlement = &Settlement{Mode: SettlementMode, Status: "processing"}
+	s.Message = "The payment is with the vendor, which has not answered yet; poll it until it settles or fails."
+	s.NextAction, s.Retryable = NextAction{Code: NextCheckLater, CheckWith: CheckWithGetSpend, RetryAfterSeconds: 5}, false
+	s.applyWarning()
+}
+
 // Processing records a payment whose outcome is unknown; the hold stays.
 func (s *Spend) Processing(o RailOutcome, now time.Time) {
 	s.move(StatusProcessing, now)

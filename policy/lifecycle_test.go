@@ -521,6 +521,36 @@ func TestSpendPracticeMarkers(t *testing.T) {
 	}
 }
 
+// A payment its vendor is slow to answer reads processing, still holding
+// its allowance, and leaves it settled or failed when the vendor answers.
+func TestAwaitVendorKeepsTheHoldUntilTheVendorAnswers(t *testing.T) {
+	for name, answer := range map[string]func(sp *Spend){
+		"settled": func(sp *Spend) { sp.Settle(lifeSettled, lifeReceipt, lifeLater) },
+		"failed":  func(sp *Spend) { sp.Fail(lifeRejected, lifeLater) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			sp := approvedLifeSpend(t)
+			sent := fixNow.Add(5 * time.Second)
+			sp.AwaitVendor(sent)
+			if sp.Status != StatusProcessing || sp.ProcessingDetail == nil || sp.ProcessingDetail.Code != "outcome_unknown" ||
+				!sp.ProcessingDetail.Since.Equal(sent) {
+				t.Fatalf("status %s processing_detail %+v, want processing, outcome_unknown since %s", sp.Status, sp.ProcessingDetail, sent)
+			}
+			if sp.Hold == nil || sp.Hold.Amount.Cmp(sp.Amount) != 0 {
+				t.Errorf("hold %+v, want the amount still held", sp.Hold)
+			}
+			if sp.Settlement == nil || sp.Settlement.Status != "processing" || sp.Retryable {
+				t.Errorf("settlement %+v retryable %v, want processing and not retryable", sp.Settlement, sp.Retryable)
+			}
+			answer(sp)
+			if string(sp.Status) != name || sp.Hold != nil || sp.ProcessingDetail != nil {
+				t.Errorf("after the answer: status %s hold %+v processing_detail %+v", sp.Status, sp.Hold, sp.ProcessingDetail)
+			}
+		})
+	}
+	mustPanic(t, "impossible spend transition", func() { pendingLifeSpend(t).AwaitVendor(lifeLater) })
+}
+
 // Exits that make no sense panic instead of corrupting a spend: the actors
 // turn the agent-visible ones (cancel while processing) into 409 first.
 func TestSpendImpossibleExitsPanic(t *testing.T) {

@@ -940,6 +940,55 @@ func TestCancelDuringTheSendAnswersFromTheOutcome(t *testing.T) {
 	}
 }
 
+// A vendor slower than processing_after: the request is answered with
+// processing once the wait is over, not when the vendor answers; the spend
+// reads processing, so a cancel is too late (it was sent); the vendor's
+// answer settles it, and the events say approved, processing, settled in
+// that order (T3, T9, T14).
+func TestAVendorSlowerThanTheWaitMakesThePaymentReadProcessing(t *testing.T) {
+	e := start(t, guardtest.WithConfig(func(c *wire.Config) {
+		c.SimulatedLatency = 1500 * time.Millisecond
+		c.ProcessingAfter = 150 * time.Millisecond
+	}))
+	s := e.srv
+	key := newKey()
+	begun := time.Now()
+	r := spend(t, s, e.agentKey, key, spendBody("1.00", "api.vendor.com", "/slow"))
+	mustStatus(t, r, http.StatusCreated)
+	checkSpend(t, r)
+	if took := time.Since(begun); took >= 1500*time.Millisecond {
+		t.Errorf("the request waited %s, as long as the vendor; want it answered after the processing wait", took)
+	}
+	sp := r.Body
+	if sp["status"] != "processing" {
+		t.Fatalf("status %v, want processing: %s", sp["status"], r.Raw)
+	}
+	if d := obj(t, sp, "processing_detail"); d["code"] != "outcome_unknown" {
+		t.Errorf("processing_detail %v, want code outcome_unknown", d)
+	}
+	if h := obj(t, sp, "hold"); h["amount"] != "1.00" {
+		t.Errorf("hold %v, want the 1.00 still held", h)
+	}
+	if st := obj(t, sp, "settlement"); st["status"] != "processing" {
+		t.Errorf("settlement %v, want status processing", st)
+	}
+	id := sp["id"].(string)
+	c := call(t, s, http.MethodPost, "/v1/spends/"+id+"/cancel", e.agentKey, nil, nil)
+	wantError(t, c, http.StatusConflict, "invalid_request_error", "cancel_too_late", "")
+	// The same request again replays the spend as it is now.
+	if rr := spend(t, s, e.agentKey, key, spendBody("1.00", "api.vendor.com", "/slow")); rr.Status != http.StatusOK ||
+		rr.Body["idempotent_replay"] != true || (rr.Body["status"] != "processing" && rr.Body["status"] != "settled") {
+		t.Errorf("replay: %d %s", rr.Status, rr.Raw)
+	}
+	g := waitStatus(t, s, e.agentKey, id, "settled")
+	if g.Body["status"] != "settled" || g.Body["processing_detail"] != nil {
+		t.Fatalf("after the vendor answered: status %v processing_detail %v", g.Body["status"], g.Body["processing_detail"])
+	}
+	if got := strings.Join(spendEvents(t, s, e.owner.TestKey, id), " "); got != "spend.approved spend.processing spend.settled" {
+		t.Errorf("events %q, want approved, processing, settled", got)
+	}
+}
+
 // spendEvents lists the types of the events of one spend, oldest first.
 func spendEvents(t *testing.T, s *guardtest.Server, key, id string) []string {
 	t.Helper()

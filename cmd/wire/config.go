@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentpay/guard/actors"
 	"github.com/agentpay/guard/policy"
 	"github.com/agentpay/guard/transport/ratelimit"
 )
@@ -63,6 +64,11 @@ type Config struct {
 	IdleTimeout time.Duration `json:"idle_timeout"`
 	// SettleTimeout bounds one vendor payment call.
 	SettleTimeout time.Duration `json:"settle_timeout"`
+	// ProcessingAfter is how long a request that pays waits for its
+	// vendor: past it the spend reads processing, the request is answered
+	// with it, and the vendor's later answer settles or fails it. At most
+	// SettleTimeout.
+	ProcessingAfter time.Duration `json:"processing_after"`
 	// ShutdownTimeout bounds the graceful stop on SIGTERM.
 	ShutdownTimeout time.Duration `json:"shutdown_timeout"`
 	// SimulatedLatency delays each simulated vendor answer (practice).
@@ -136,7 +142,7 @@ func Defaults() Config {
 	return Config{
 		Addr: "127.0.0.1:8080", Data: "./data",
 		PracticePool: "1000.00", LoosenDelay: time.Hour, IdleTimeout: 2 * time.Minute,
-		SettleTimeout: 20 * time.Second, ShutdownTimeout: 15 * time.Second,
+		SettleTimeout: 20 * time.Second, ProcessingAfter: actors.DefaultProcessingAfter, ShutdownTimeout: 15 * time.Second,
 		CheckpointInterval: 500 * time.Millisecond, LogLevel: "info", AccessLog: true, GCPercent: 400,
 		SpareProcs: 1, RateLimits: true, RateLimitScale: 1,
 	}
@@ -174,12 +180,16 @@ func (c Config) Validate() error {
 		{"loosen_delay", c.LoosenDelay, time.Minute, def.LoosenDelay},
 		{"idle_timeout", c.IdleTimeout, 100 * time.Millisecond, def.IdleTimeout},
 		{"settle_timeout", c.SettleTimeout, time.Second, def.SettleTimeout},
+		{"processing_after", c.ProcessingAfter, 100 * time.Millisecond, def.ProcessingAfter},
 		{"shutdown_timeout", c.ShutdownTimeout, time.Second, def.ShutdownTimeout},
 		{"checkpoint_interval", c.CheckpointInterval, 10 * time.Millisecond, def.CheckpointInterval},
 	} {
 		if d.v < d.least {
 			return fmt.Errorf("config: %s %s is too short: give a duration of at least %s, like %q (the default)", d.name, d.v, d.least, d.eg.String())
 		}
+	}
+	if c.ProcessingAfter > c.SettleTimeout {
+		return fmt.Errorf("config: processing_after %s is longer than settle_timeout %s: a payment is given up on before it would read processing; give at most the settle timeout", c.ProcessingAfter, c.SettleTimeout)
 	}
 	if c.SimulatedLatency < 0 {
 		return errors.New("config: simulated_latency must not be negative")
@@ -419,6 +429,7 @@ var settingHelp = map[string]string{
 	"loosen_delay":            "how long (a `duration`) a loosening policy change waits before it applies",
 	"idle_timeout":            "an agent idle this long (a `duration`) is passivated (its memory freed)",
 	"settle_timeout":          "longest wait (a `duration`) for one vendor payment call",
+	"processing_after":        "wait (a `duration`) for a vendor before a payment reads processing and its request is answered",
 	"shutdown_timeout":        "longest graceful stop (a `duration`) on SIGTERM/SIGINT",
 	"simulated_latency":       "delay (a `duration`) of each simulated vendor answer (practice)",
 	"checkpoint_interval":     "how often (a `duration`) the journal is folded into the data file",

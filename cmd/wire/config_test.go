@@ -89,6 +89,8 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		{"loosen_delay", func(c *Config) { c.LoosenDelay = 0 }},
 		{"checkpoint_interval", func(c *Config) { c.CheckpointInterval = 0 }},
 		{"simulated_latency", func(c *Config) { c.SimulatedLatency = -1 }},
+		{"processing_after", func(c *Config) { c.ProcessingAfter = time.Millisecond }},
+		{"processing_after", func(c *Config) { c.ProcessingAfter = c.SettleTimeout + time.Second }},
 		{"log_level", func(c *Config) { c.LogLevel = "loud" }},
 		{"rate_limit_scale", func(c *Config) { c.RateLimitScale = 0 }},
 		{"rate_limit_scale", func(c *Config) { c.RateLimitScale = -2 }},

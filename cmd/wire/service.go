@@ -131,7 +131,8 @@ func Open(cfg Config, opts Options) (*Service, error) {
 		Store: store, Clock: opts.Clock, Signer: keyringSigner{svc.keys}, Logger: log,
 		PracticeRail: rail.NewSimulated(rail.SimulatedOptions{Latency: cfg.SimulatedLatency}),
 		ConsoleURL:   cfg.ConsoleURL, IdleTimeout: cfg.IdleTimeout, SettleTimeout: cfg.SettleTimeout,
-		PracticePool: pool, LoosenDelay: cfg.LoosenDelay, Messenger: messenger,
+		ProcessingAfter: cfg.ProcessingAfter,
+		PracticePool:    pool, LoosenDelay: cfg.LoosenDelay, Messenger: messenger,
 		WebhookSender: hooks, PrivateWebhookTargets: cfg.PrivateWebhookTargets,
 	})
 	if err != nil {
