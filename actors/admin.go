@@ -202,14 +202,14 @@ func (s *System) CreateAgentKey(ctx context.Context, p Principal, agentID string
 	env.mu.Lock()
 	c.put(bKeys, []byte(k.ID), k)
 	c.putRaw(bKeyDigests, []byte(k.Digest), []byte(k.ID))
-	c.event(env, agentID, "api_key.created", k.View(), audienceOwner, now)
+	c.event(env, agentID, "api_key.created", s.keyView(k), audienceOwner, now)
 	t := s.commit(s.store.Gen(), env, c)
 	env.mu.Unlock()
 	if err := t.Wait(ctx); err != nil {
 		return CreatedKey{}, ErrUnavailable
 	}
 	s.logOwnerAction("key_created", p, slog.String("key", k.ID), slog.String("kind", KindAgent), slog.String("agent", agentID))
-	return CreatedKey{KeyView: k.View(), Secret: secret}, nil
+	return CreatedKey{KeyView: s.keyView(k), Secret: secret}, nil
 }
 
 // MaxWaitingPolicyChanges is how many versions of an agent's rules may wait

@@ -220,7 +220,7 @@ func (a *agentActor) changeAgent(m *agentAction) {
 			if k.RevokedAt == nil {
 				k.RevokedAt = &now
 				c.put(bKeys, []byte(k.ID), k)
-				c.event(a.env, a.id, "api_key.revoked", k.View(), audienceOwner, now)
+				c.event(a.env, a.id, "api_key.revoked", a.sys.keyView(k), audienceOwner, now)
 				revoked = append(revoked, k.Digest)
 			}
 		}
@@ -330,7 +330,7 @@ func (s *System) RevokeKey(ctx context.Context, p Principal, keyID string) (KeyV
 		return KeyView{}, notFoundFor(p, "key", keyID, k.OwnerID, k.Livemode)
 	}
 	if k.RevokedAt != nil {
-		return k.View(), nil
+		return s.keyView(k), nil
 	}
 	if k.ID == p.KeyID {
 		return KeyView{}, &Error{Code: CodeConflict, Message: "A key cannot revoke itself; use another owner key."}
@@ -346,7 +346,7 @@ func (s *System) RevokeKey(ctx context.Context, p Principal, keyID string) (KeyV
 		return KeyView{}, ErrUnavailable
 	}
 	if k.RevokedAt != nil {
-		return k.View(), nil
+		return s.keyView(k), nil
 	}
 	now := s.nowFor(p.OwnerID, p.Env())
 	revoked := s.keyNow(k.Kind, k.OwnerID, k.Livemode)
@@ -354,7 +354,7 @@ func (s *System) RevokeKey(ctx context.Context, p Principal, keyID string) (KeyV
 	c := &change{}
 	env.mu.Lock()
 	c.put(bKeys, []byte(k.ID), k)
-	c.event(env, k.AgentID, "api_key.revoked", k.View(), audienceOwner, now)
+	c.event(env, k.AgentID, "api_key.revoked", s.keyView(k), audienceOwner, now)
 	t := s.commit(s.store.Gen(), env, c)
 	env.mu.Unlock()
 	if err := t.Wait(ctx); err != nil {
@@ -362,7 +362,7 @@ func (s *System) RevokeKey(ctx context.Context, p Principal, keyID string) (KeyV
 	}
 	s.forgetKey(k.Digest) // only once durable: a failed revocation keeps the key working, as the disk says
 	s.logOwnerAction("key_revoked", p, slog.String("key", k.ID), slog.String("kind", k.Kind), slog.String("agent", k.AgentID))
-	return k.View(), nil
+	return s.keyView(k), nil
 }
 
 // ListKeyPage lists one page of the owner's keys of the environment,
@@ -388,7 +388,7 @@ func (s *System) ListKeyPage(p Principal, q ListParams) (Page, error) {
 			q.AgentID != "" && k.AgentID != q.AgentID {
 			return nil, time.Time{}, false, nil
 		}
-		raw, err := json.Marshal(k.View())
+		raw, err := json.Marshal(s.keyView(k))
 		return raw, k.CreatedAt, true, err
 	}
 	if cursor == "" {
@@ -413,7 +413,7 @@ func (s *System) ListKeys(p Principal) ([]KeyView, error) {
 	err := s.store.Scan(bKeys, nil, nil, true, func(_, v []byte) bool {
 		var k APIKey
 		if json.Unmarshal(v, &k) == nil && k.OwnerID == p.OwnerID && k.Livemode == p.Livemode {
-			out = append(out, k.View())
+			out = append(out, s.keyView(k))
 		}
 		return true
 	})

@@ -109,8 +109,8 @@ func (s *System) RotateKey(ctx context.Context, p Principal, keyID string, grace
 	c.put(bKeys, []byte(nk.ID), nk)
 	c.putRaw(bKeyDigests, []byte(nk.Digest), []byte(nk.ID))
 	c.put(bKeys, []byte(old.ID), old)
-	c.event(env, nk.AgentID, "api_key.created", nk.View(), audienceOwner, now)
-	c.event(env, old.AgentID, "api_key.rotated", old.View(), audienceOwner, now)
+	c.event(env, nk.AgentID, "api_key.created", s.keyView(nk), audienceOwner, now)
+	c.event(env, old.AgentID, "api_key.rotated", s.keyView(old), audienceOwner, now)
 	t := s.commit(s.store.Gen(), env, c)
 	env.mu.Unlock()
 	if err := t.Wait(ctx); err != nil {
@@ -121,8 +121,8 @@ func (s *System) RotateKey(ctx context.Context, p Principal, keyID string, grace
 	s.forgetKey(old.Digest)
 	s.logOwnerAction("key_rotated", p, slog.String("key", old.ID), slog.String("new_key", nk.ID), slog.String("kind", nk.Kind),
 		slog.String("agent", nk.AgentID), slog.Time("old_key_ends_at", old.ExpiresAt))
-	rotated := old.View()
-	return CreatedKey{KeyView: nk.View(), Secret: secret, RotatedKey: &rotated}, nil
+	rotated := s.keyView(old)
+	return CreatedKey{KeyView: s.keyView(nk), Secret: secret, RotatedKey: &rotated}, nil
 }
 
 // CreateOwnerKey creates another owner key for the principal's owner and
@@ -157,14 +157,14 @@ func (s *System) CreateOwnerKey(ctx context.Context, p Principal) (CreatedKey, e
 	env.mu.Lock()
 	c.put(bKeys, []byte(k.ID), k)
 	c.putRaw(bKeyDigests, []byte(k.Digest), []byte(k.ID))
-	c.event(env, "", "api_key.created", k.View(), audienceOwner, now)
+	c.event(env, "", "api_key.created", s.keyView(k), audienceOwner, now)
 	t := s.commit(s.store.Gen(), env, c)
 	env.mu.Unlock()
 	if err := t.Wait(ctx); err != nil {
 		return CreatedKey{}, ErrUnavailable
 	}
 	s.logOwnerAction("key_created", p, slog.String("key", k.ID), slog.String("kind", KindOwner))
-	return CreatedKey{KeyView: k.View(), Secret: secret}, nil
+	return CreatedKey{KeyView: s.keyView(k), Secret: secret}, nil
 }
 
 // workingKeys counts the keys that would authenticate now, neither revoked

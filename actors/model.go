@@ -143,12 +143,37 @@ type KeyView struct {
 	// GracePeriodEndsAt is when a rotated key stops working; null for a
 	// key never rotated.
 	GracePeriodEndsAt *time.Time `json:"grace_period_ends_at"`
+	// Status is what the key can do at the time of the answer (or of
+	// the event): one of the Key* statuses.
+	Status string `json:"status"`
 }
 
-// View is the key's public form.
-func (k APIKey) View() KeyView {
+// Key statuses. Only active and rotated keys work.
+const (
+	KeyActive  = "active"  // works
+	KeyRotated = "rotated" // replaced by a rotation; works until grace_period_ends_at
+	KeyExpired = "expired" // past expires_at, which a rotation sets to the grace's end
+	KeyRevoked = "revoked" // revoked_at says since when
+)
+
+// statusAt is the key's status at now, the time that ages it (see
+// System.keyNow), by the rules authentication applies.
+func (k APIKey) statusAt(now time.Time) string {
+	switch {
+	case k.RevokedAt != nil:
+		return KeyRevoked
+	case !now.Before(k.ExpiresAt):
+		return KeyExpired
+	case k.GracePeriodEndsAt != nil:
+		return KeyRotated
+	}
+	return KeyActive
+}
+
+// ViewAt is the key's public form at now, the time that ages it.
+func (k APIKey) ViewAt(now time.Time) KeyView {
 	v := KeyView{ID: k.ID, Object: "api_key", Kind: k.Kind, Livemode: k.Livemode, Prefix: k.Prefix, Last4: k.Last4,
-		Scope: k.Scope, ExpiresAt: k.ExpiresAt, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+		Scope: k.Scope, ExpiresAt: k.ExpiresAt, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt, Status: k.statusAt(now)}
 	v.GracePeriodEndsAt = k.GracePeriodEndsAt
 	if k.AgentID != "" {
 		id := k.AgentID

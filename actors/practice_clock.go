@@ -35,6 +35,11 @@ func (s *System) keyNow(kind, ownerID string, livemode bool) time.Time {
 	return s.nowFor(ownerID, EnvTest)
 }
 
+// keyView is k's public form now, by the clock that ages it.
+func (s *System) keyView(k APIKey) KeyView {
+	return k.ViewAt(s.keyNow(k.Kind, k.OwnerID, k.Livemode))
+}
+
 // nowFor is the time of an owner's environment.
 func (s *System) nowFor(ownerID string, env Env) time.Time {
 	if env == EnvLive {

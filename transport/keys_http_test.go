@@ -45,14 +45,15 @@ func TestRotateAgentKey(t *testing.T) {
 	mustStatus(t, r, http.StatusCreated)
 	newSecret, _ := r.Body["secret"].(string)
 	if r.Body["kind"] != "agent" || r.Body["agent_id"] != e.agentID || r.Body["id"] == oldID || newSecret == "" ||
-		newSecret == e.agentKey || r.Body["grace_period_ends_at"] != nil || r.Body["revoked_at"] != nil {
+		newSecret == e.agentKey || r.Body["grace_period_ends_at"] != nil || r.Body["revoked_at"] != nil || r.Body["status"] != "active" {
 		t.Fatalf("rotation answered %s", r.Raw)
 	}
 	graceEnd := epoch.Add(2 * time.Hour)
 	// The answer names the key it replaced and when that one stops.
 	old := obj(t, r.Body, "rotated_key")
-	if ends, _ := time.Parse(time.RFC3339, fmt.Sprint(old["grace_period_ends_at"])); old["id"] != oldID || !ends.Equal(graceEnd) {
-		t.Fatalf("rotated_key %v, want %s ending at %v", old, oldID, graceEnd)
+	if ends, _ := time.Parse(time.RFC3339, fmt.Sprint(old["grace_period_ends_at"])); old["id"] != oldID || !ends.Equal(graceEnd) ||
+		old["status"] != "rotated" {
+		t.Fatalf("rotated_key %v, want %s rotated, ending at %v", old, oldID, graceEnd)
 	}
 	if _, leaked := old["secret"]; leaked {
 		t.Fatal("rotated_key carries a secret")
@@ -75,13 +76,13 @@ func TestRotateAgentKey(t *testing.T) {
 		switch km["id"] {
 		case oldID:
 			seen++
-			if ends, _ := time.Parse(time.RFC3339, km["grace_period_ends_at"].(string)); !ends.Equal(graceEnd) {
-				t.Errorf("listed grace_period_ends_at %v, want %v", km["grace_period_ends_at"], graceEnd)
+			if ends, _ := time.Parse(time.RFC3339, km["grace_period_ends_at"].(string)); !ends.Equal(graceEnd) || km["status"] != "rotated" {
+				t.Errorf("listed grace_period_ends_at %v status %v, want %v and rotated", km["grace_period_ends_at"], km["status"], graceEnd)
 			}
 		case r.Body["id"]:
 			seen++
-			if km["grace_period_ends_at"] != nil {
-				t.Errorf("the new key has a grace period: %v", km)
+			if km["grace_period_ends_at"] != nil || km["status"] != "active" {
+				t.Errorf("the new key has a grace period or is not active: %v", km)
 			}
 		}
 		if _, leaked := km["secret"]; leaked {
@@ -128,6 +129,35 @@ func TestRotateAgentKey(t *testing.T) {
 	// The ended key cannot be rotated either.
 	wantError(t, call(t, e.srv, http.MethodPost, "/v1/keys/"+oldID+"/rotate", e.owner.TestKey, nil, nil),
 		409, "invalid_request_error", "state_conflict", "")
+	// The list says so, by the practice clock that aged it: the old key
+	// expired (never revoked), the new one active.
+	if st := listedKeyStatus(t, e, oldID); st != "expired" {
+		t.Errorf("a rotated key past its grace lists status %q, want expired", st)
+	}
+	if st := listedKeyStatus(t, e, r.Body["id"].(string)); st != "active" {
+		t.Errorf("its successor lists status %q, want active", st)
+	}
+	// A revoked key says revoked, in the answer and in the list.
+	rv := call(t, e.srv, http.MethodPost, "/v1/keys/"+r.Body["id"].(string)+"/revoke", e.owner.TestKey, nil, nil)
+	mustStatus(t, rv, http.StatusOK)
+	if rv.Body["status"] != "revoked" || listedKeyStatus(t, e, r.Body["id"].(string)) != "revoked" {
+		t.Errorf("a revoked key: %s", rv.Raw)
+	}
+}
+
+// listedKeyStatus is the status GET /v1/keys lists for the key id.
+func listedKeyStatus(t *testing.T, e *env, id string) string {
+	t.Helper()
+	keys := call(t, e.srv, http.MethodGet, "/v1/keys", e.owner.TestKey, nil, nil)
+	mustStatus(t, keys, http.StatusOK)
+	for _, k := range keys.Body["data"].([]any) {
+		if km := k.(map[string]any); km["id"] == id {
+			st, _ := km["status"].(string)
+			return st
+		}
+	}
+	t.Fatalf("GET /v1/keys does not list %s", id)
+	return ""
 }
 
 // grace_period_hours is a whole number from 0 to 168; anything else is a

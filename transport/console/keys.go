@@ -45,17 +45,11 @@ func (c *Console) keysPage(r *request, status int, d keysData) error {
 		}
 	}
 	for _, k := range keys {
-		row := keyRow{KeyView: k, State: "active"}
-		now := c.sys.KeyNow(r.who, k.Kind)
+		row := keyRow{KeyView: k, State: k.Status}
 		if k.AgentID != nil {
 			row.AgentName = byID[*k.AgentID].Name
 		}
-		switch {
-		case k.RevokedAt != nil:
-			row.State = "revoked"
-		case !now.Before(k.ExpiresAt):
-			row.State = "expired"
-		case k.GracePeriodEndsAt != nil:
+		if k.Status == actors.KeyRotated {
 			row.State = "rotated, works until " + k.GracePeriodEndsAt.UTC().Format("2006-01-02 15:04 UTC")
 		}
 		d.Keys = append(d.Keys, row)
