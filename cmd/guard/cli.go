@@ -1,6 +1,6 @@
 package main
 
-// The operator commands (agents, keys, policy) talk to a running server
+// The operator commands (agents, keys, policy, receipts) talk to a running server
 // over its REST API with an owner key. This file holds what they share:
 // the group dispatch, the common flags, the HTTP client and the output
 // helpers. Each group lives in its own cli_*.go file.
@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -31,6 +32,10 @@ const (
 	maxResponse = 16 << 20
 	// maxInputFile bounds a JSON file given with -file or -policy.
 	maxInputFile = 1 << 20
+	// maxRateLimitWaits bounds the 429s one read waits out in a row.
+	maxRateLimitWaits = 10
+	// maxRetryAfter is the longest Retry-After a read waits for.
+	maxRetryAfter = 2 * time.Minute
 )
 
 // commonUsage closes the usage text of every group that talks to a server.
@@ -131,6 +136,8 @@ type cli struct {
 	base      *url.URL
 	transport *http.Transport
 	client    *http.Client
+	// rateNoted is set once the command said it waits on a rate limit.
+	rateNoted bool
 }
 
 // flags returns the command's flag set with the common flags on it.
@@ -272,21 +279,51 @@ func (e *serverError) Error() string {
 }
 
 // call sends one request and returns the body of a 2xx answer. Any other
-// answer prints "error: CODE: MESSAGE" and returns a *serverError.
+// answer prints "error: CODE: MESSAGE" and returns a *serverError. A read
+// refused by the rate limit (429) waits as Retry-After says and goes again:
+// reads are safe to repeat, and a command that walks many pages or
+// receipts would otherwise stop halfway at a limit it is meant to respect.
 func (c *cli) call(method, path string, query url.Values, body []byte) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(c.ctx, requestTimeout)
-	defer cancel()
 	target := strings.TrimRight(c.base.String(), "/") + path
 	if len(query) > 0 {
 		target += "?" + query.Encode()
 	}
+	for waits := 0; ; waits++ {
+		resp, raw, err := c.exchange(method, path, target, body)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+			return raw, nil
+		}
+		if d, ok := retryAfter(resp); ok && method == http.MethodGet && waits < maxRateLimitWaits {
+			if !c.rateNoted {
+				c.rateNoted = true
+				fmt.Fprintf(c.stderr, "note: the server's rate limit was reached; waiting %s as its Retry-After asks (and again whenever it asks)\n", d)
+			}
+			if err := sleepCtx(c.ctx, d); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		se := decodeServerError(resp, raw)
+		fmt.Fprintf(c.stderr, "error: %s: %s\n", se.Code, se.Message)
+		return nil, se
+	}
+}
+
+// exchange sends one request and reads its whole answer, whatever its
+// status.
+func (c *cli) exchange(method, path, target string, body []byte) (*http.Response, []byte, error) {
+	ctx, cancel := context.WithTimeout(c.ctx, requestTimeout)
+	defer cancel()
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, target, rd)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.key)
 	req.Header.Set("Accept", "application/json")
@@ -297,32 +334,56 @@ func (c *cli) call(method, path string, query url.Values, body []byte) ([]byte, 
 	resp, err := c.client.Do(req)
 	if err != nil {
 		if ctx.Err() == context.DeadlineExceeded {
-			return nil, fmt.Errorf("%s %s: no answer from %s within %s", method, path, c.base.Host, requestTimeout)
+			return nil, nil, fmt.Errorf("%s %s: no answer from %s within %s", method, path, c.base.Host, requestTimeout)
 		}
 		if errors.Is(err, syscall.ECONNREFUSED) {
-			return nil, fmt.Errorf("%s %s: no server listens at %s (is it running? start it with guard serve, or name another with -server URL or GUARD_SERVER): %w",
+			return nil, nil, fmt.Errorf("%s %s: no server listens at %s (is it running? start it with guard serve, or name another with -server URL or GUARD_SERVER): %w",
 				method, path, c.base.Host, syscall.ECONNREFUSED)
 		}
 		var dnsErr *net.DNSError
 		if errors.As(err, &dnsErr) {
-			return nil, fmt.Errorf("%s %s: the server's host %q is not known (check -server or GUARD_SERVER): %w", method, path, c.base.Hostname(), dnsErr)
+			return nil, nil, fmt.Errorf("%s %s: the server's host %q is not known (check -server or GUARD_SERVER): %w", method, path, c.base.Hostname(), dnsErr)
 		}
-		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+		return nil, nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
+		return nil, nil, fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
 	}
 	if len(raw) > maxResponse {
-		return nil, fmt.Errorf("%s %s: the answer is larger than %d bytes", method, path, maxResponse)
+		return nil, nil, fmt.Errorf("%s %s: the answer is larger than %d bytes", method, path, maxResponse)
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		se := decodeServerError(resp, raw)
-		fmt.Fprintf(c.stderr, "error: %s: %s\n", se.Code, se.Message)
-		return nil, se
+	return resp, raw, nil
+}
+
+// retryAfter is how long a 429 asks to wait: Retry-After in seconds or as
+// an HTTP date, 1 s when it is missing or unreadable. A wait longer than
+// maxRetryAfter (a daily limit) is not waited for: ok is false.
+func retryAfter(resp *http.Response) (d time.Duration, ok bool) {
+	if resp.StatusCode != http.StatusTooManyRequests {
+		return 0, false
 	}
-	return raw, nil
+	d = time.Second
+	v := strings.TrimSpace(resp.Header.Get("Retry-After"))
+	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+		d = time.Duration(n) * time.Second
+	} else if at, err := http.ParseTime(v); err == nil {
+		d = max(time.Until(at), 0)
+	}
+	return d, d <= maxRetryAfter
+}
+
+// sleepCtx waits d, or less when ctx ends first (an interrupt).
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func decodeServerError(resp *http.Response, raw []byte) *serverError {

@@ -466,7 +466,7 @@ func TestCLIKeysRotate(t *testing.T) {
 }
 
 func TestCLIUsageAndArguments(t *testing.T) {
-	for _, g := range []string{"agents", "keys", "policy"} {
+	for _, g := range []string{"agents", "keys", "policy", "receipts"} {
 		out, errOut, err := cliRun(t, nil, g)
 		if err == nil || !strings.Contains(errOut, "usage: guard "+g) || out != "" {
 			t.Errorf("guard %s: %v, stderr %q", g, err, errOut)
@@ -483,8 +483,13 @@ func TestCLIUsageAndArguments(t *testing.T) {
 	if err != nil || !strings.Contains(out, "-grace-hours") {
 		t.Errorf("keys rotate -h: %v, %q", err, out)
 	}
+	// verify says, in its usage, what -agent leaves unchecked.
+	out, _, err = cliRun(t, nil, "receipts", "verify", "-h")
+	if err != nil || !strings.Contains(out, "-agent AGENT_ID") || !strings.Contains(out, "not the chain's links") || !strings.Contains(out, "anchor") {
+		t.Errorf("receipts verify -h: %v, %q", err, out)
+	}
 	out, _, err = cliRun(t, nil, "help")
-	if err != nil || !strings.Contains(out, "guard agents pause|resume|archive AGENT_ID") {
+	if err != nil || !strings.Contains(out, "guard agents pause|resume|archive AGENT_ID") || !strings.Contains(out, "guard receipts verify [-agent AGENT_ID]") {
 		t.Errorf("guard help: %v, %q", err, out)
 	}
 	env := map[string]string{"GUARD_OWNER_KEY": "k", "GUARD_SERVER": "http://127.0.0.1:1"}

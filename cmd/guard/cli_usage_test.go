@@ -27,6 +27,7 @@ func TestUnknownCommandOfEveryGroup(t *testing.T) {
 		{"agents", "list, create, rename, pause, resume, archive"},
 		{"keys", "list, create, revoke, rotate"},
 		{"policy", "show, set"},
+		{"receipts", "get, verify"},
 	} {
 		out, errOut, err := cliRun(t, nil, g.name, "frob")
 		if err == nil || !strings.Contains(err.Error(), `unknown command "frob"`) || !strings.Contains(err.Error(), g.takes) {
@@ -62,6 +63,11 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"agents", "pause", "a", "-reason", "x"},
 		{"agents", "create"},
 		{"policy", "set", "agt_1"},
+		{"receipts", "get"},
+		{"receipts", "get", "rcp_1", "rcp_2"},
+		{"receipts", "verify", "extra"},
+		{"receipts", "verify", "-limit", "0"},
+		{"receipts", "verify", "-limit", "51"},
 		{"owner", "create", "-bogus"},
 		{"owner", "create", "-name", "A"},
 		{"owner", "create", "-name", "A", "-email", "a@example.org", "extra"},
@@ -108,6 +114,7 @@ func TestMainExitStatus(t *testing.T) {
 	}{
 		{"owner frob", 2},
 		{"policy frob", 2},
+		{"receipts verify -limit 0 -key k", 2},
 		{"help", 0},
 		{"keys list -server http://127.0.0.1:1 -key k", 1},
 	} {

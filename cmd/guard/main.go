@@ -4,7 +4,7 @@
 //	guard owner create [-config FILE] [-data DIR] [-journal-dir DIR] -name NAME -email EMAIL   (password on stdin)
 //	guard owner set-password [-config FILE] [-data DIR] [-journal-dir DIR] -email EMAIL       (password on stdin)
 //	guard receipt-keys list|rotate|withdraw ...            (a stopped server's data)
-//	guard agents|keys|policy COMMAND ...                   (a running server, owner key)
+//	guard agents|keys|policy|receipts COMMAND ...          (a running server, owner key)
 //	guard version
 package main
 
@@ -83,6 +83,10 @@ Administration of a running server with an owner key:
   guard keys rotate KEY_ID [-grace-hours N]
   guard policy show AGENT_ID
   guard policy set AGENT_ID -file FILE.json   (the output of policy show -json will do)
+  guard receipts get RECEIPT_ID               (its claims, once its signature verifies)
+  guard receipts verify [-agent AGENT_ID] [-limit N]
+      (the signatures and the chain of the receipts of the last 30 days;
+      with -agent, that agent's signatures only, not the chain's links)
 These take -server URL (or GUARD_SERVER, default ` + defaultServer + `),
 -key KEY (or GUARD_OWNER_KEY) and -json; "guard agents -h" and so on for more.
 
@@ -100,7 +104,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 }
 
 // commands are what "guard" takes first, as the usage error lists them.
-const commands = "serve, owner, receipt-keys, agents, keys, policy, version, help"
+const commands = "serve, owner, receipt-keys, agents, keys, policy, receipts, version, help"
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) error {
 	if len(args) == 0 {
@@ -108,11 +112,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return usageErrorf("no command given; the commands are %s", commands)
 	}
 	groups := map[string]cmdGroup{"owner": ownerGroup, "receipt-keys": receiptKeysGroup, "agents": agentsGroup,
-		"keys": keysGroup, "policy": policyGroup}
+		"keys": keysGroup, "policy": policyGroup, "receipts": receiptsGroup}
 	switch args[0] {
 	case "serve":
 		return serve(ctx, args[1:], stdout, stderr, getenv)
-	case "owner", "receipt-keys", "agents", "keys", "policy":
+	case "owner", "receipt-keys", "agents", "keys", "policy", "receipts":
 		cio := cliIO{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
 		return runGroup(cio, groups[args[0]], args[1:])
 	case "version", "-version", "--version":
