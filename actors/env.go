@@ -232,7 +232,10 @@ var (
 func spendRef(sp *policy.Spend) SpendRef {
 	r := SpendRef{ID: sp.ID, Object: "spend", Status: sp.Status, Amount: sp.Amount, AmountSettled: sp.AmountSettled,
 		Destination: sp.Destination}
-	if sp.Settlement != nil && sp.Settlement.ReceiptID != nil {
+	// A settled spend's event carries settlement.receipt_id (spec 6.2),
+	// null when its receipt could not be signed, so that a receiver
+	// walking the receipts sees the gap rather than a missing member.
+	if sp.Settlement != nil && (sp.Settlement.ReceiptID != nil || sp.Status == policy.StatusSettled) {
 		r.Settlement = &struct {
 			ReceiptID *string `json:"receipt_id"`
 		}{sp.Settlement.ReceiptID}
