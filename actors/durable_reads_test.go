@@ -52,15 +52,7 @@ func gatedSystem(t *testing.T) (*actors.System, *guardtest.FakeClock, *commitGat
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sys.Close(); _ = store.Close() })
-	oc, err := sys.CreateOwner(context.Background(), "o", "o@owner.invalid", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	owner, err := sys.Authenticate(oc.Keys[actors.EnvTest])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sys, clock, gate, owner
+	return sys, clock, gate, guardtest.PracticeOwner(t, sys, "o", "o@owner.invalid")
 }
 
 // Reads that change nothing (balance, funding) never show a hold whose

@@ -39,14 +39,7 @@ func TestASettledSpendWhoseReceiptCannotBeSignedSaysSo(t *testing.T) {
 	}
 	t.Cleanup(func() { sys.Close(); _ = store.Close() })
 	ctx := context.Background()
-	oc, err := sys.CreateOwner(ctx, "o", "o@owner.invalid", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	owner, err := sys.Authenticate(oc.Keys[actors.EnvTest])
-	if err != nil {
-		t.Fatal(err)
-	}
+	owner := guardtest.PracticeOwner(t, sys, "o", "o@owner.invalid")
 	trusted := []string{"api.vendor.com"}
 	payer := guardtest.AgentPrincipal(t, sys, owner, "payer", &policy.RulesInput{TrustedDestinations: &trusted})
 

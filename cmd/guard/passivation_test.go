@@ -109,15 +109,7 @@ func openWithIdleTimeout(t *testing.T, idle time.Duration) (context.Context, *ac
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	sys := svc.System()
-	oc, err := sys.CreateOwner(ctx, "Owner", "owner@passivation.invalid", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	owner, err := sys.Authenticate(oc.Keys[actors.EnvTest])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ctx, sys, owner
+	return ctx, sys, guardtest.PracticeOwner(t, sys, "Owner", "owner@passivation.invalid")
 }
 
 // TestApprovalAfterPassivation: a spend waits for the owner while its

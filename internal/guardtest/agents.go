@@ -8,6 +8,22 @@ import (
 	"github.com/agentpay/guard/policy"
 )
 
+// PracticeOwner creates an owner through the actors directly and returns
+// the principal its practice owner key authenticates as: for tests below
+// the HTTP layer.
+func PracticeOwner(t testing.TB, sys *actors.System, name, email string) actors.Principal {
+	t.Helper()
+	oc, err := sys.CreateOwner(context.Background(), name, email, "")
+	if err != nil {
+		t.Fatalf("guardtest: creating owner %q: %v", name, err)
+	}
+	owner, err := sys.Authenticate(oc.Keys[actors.EnvTest])
+	if err != nil {
+		t.Fatalf("guardtest: the new owner's practice key: %v", err)
+	}
+	return owner
+}
+
 // AgentPrincipal creates an agent with rules (nil: the defaults) through
 // the actors directly, gives it a key and returns the principal that key
 // authenticates as: for tests below the HTTP layer.
