@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"net/http"
 	"strings"
@@ -26,8 +27,8 @@ var receiptsGroup = cmdGroup{
 		"each receipt names the hash of the one before it in the key's environment.",
 	footer: commonUsage,
 	cmds: []subcommand{
-		{"get", "RECEIPT_ID", "print a receipt's claims once its signature verifies", receiptsGet},
-		{"verify", "[-agent AGENT_ID] [-limit N]", "check the last 30 days' receipts: signatures and chain (-agent: signatures only)", receiptsVerify},
+		{"get", "RECEIPT_ID [-jwks FILE]", "print a receipt's claims once its signature verifies", receiptsGet},
+		{"verify", "[-agent AGENT_ID] [-limit N] [-jwks FILE]", "check the last 30 days' receipts: signatures and chain (-agent: signatures only)", receiptsVerify},
 	},
 }
 
@@ -43,12 +44,36 @@ type receiptView struct {
 	CreatedAt *time.Time `json:"created_at"`
 }
 
-// receiptKeySet is the server's JWKS. It is fetched again, once, when a
-// receipt names a key it lacks: a server restarted after a key rotation
-// while a long walk ran publishes a key the first fetch did not have.
+// receiptKeySet is the JWKS receipts are checked with: the server's, or a
+// file the user pinned with -jwks. The server's is fetched again, once,
+// when a receipt names a key it lacks: a server restarted after a key
+// rotation while a long walk ran publishes a key the first fetch did not
+// have. A pinned set is never replaced: trusting it is its point.
 type receiptKeySet struct {
 	raw       []byte
 	refetched bool
+	source    string // "the server's JWKS" or "the JWKS in FILE"
+}
+
+// jwksFlag adds -jwks to the flags of a command that checks receipts.
+func jwksFlag(fs *flag.FlagSet) *string {
+	return fs.String("jwks", "", "check signatures with the public keys in `FILE` (a JWKS saved from a source you trust) instead of the server's /.well-known/jwks.json, which a server or proxy that altered receipts could alter too")
+}
+
+// receiptKeys is the pinned JWKS in file when one is given, else the
+// server's.
+func (c *cli) receiptKeys(file string) (*receiptKeySet, error) {
+	if file == "" {
+		return c.jwks()
+	}
+	raw, err := c.readJSONObject("jwks", file)
+	if err != nil {
+		return nil, err
+	}
+	if !hasKeys(raw) {
+		return nil, fmt.Errorf("-jwks %s: holds no keys (want a JWKS: {\"keys\": [...]}, as /.well-known/jwks.json serves it)", file)
+	}
+	return &receiptKeySet{raw: raw, refetched: true, source: "the JWKS in " + file}, nil
 }
 
 // jwks fetches the public receipt keys.
@@ -57,13 +82,18 @@ func (c *cli) jwks() (*receiptKeySet, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !hasKeys(raw) {
+		return nil, errors.New("the server's /.well-known/jwks.json holds no receipt keys: no receipt can be verified")
+	}
+	return &receiptKeySet{raw: raw, source: "the server's JWKS"}, nil
+}
+
+// hasKeys reports whether raw is a JWKS with at least one key.
+func hasKeys(raw []byte) bool {
 	var set struct {
 		Keys []json.RawMessage `json:"keys"`
 	}
-	if err := json.Unmarshal(raw, &set); err != nil || len(set.Keys) == 0 {
-		return nil, errors.New("the server's /.well-known/jwks.json holds no receipt keys: no receipt can be verified")
-	}
-	return &receiptKeySet{raw: raw}, nil
+	return json.Unmarshal(raw, &set) == nil && len(set.Keys) > 0
 }
 
 // fetchReceipt reads one receipt.
@@ -93,9 +123,9 @@ func (c *cli) checkReceipt(keys *receiptKeySet, id string, rc receiptView) (poli
 	}
 	switch {
 	case errors.Is(err, receipt.ErrSignature):
-		return claims, kid, fmt.Errorf("the signature does not verify with key %s of the server's JWKS: the token was altered, or the service did not sign it", kid)
+		return claims, kid, fmt.Errorf("the signature does not verify with key %s of %s: the token was altered, or the service did not sign it", kid, keys.source)
 	case errors.Is(err, receipt.ErrUnknownKey):
-		return claims, kid, fmt.Errorf("signed by key %q, which the server's JWKS does not list (withdrawn, or never the service's)", kid)
+		return claims, kid, fmt.Errorf("signed by key %q, which %s does not list (withdrawn, or never the service's)", kid, keys.source)
 	case err != nil:
 		return claims, kid, fmt.Errorf("the token is not a valid receipt: %w", err)
 	}
@@ -151,16 +181,17 @@ func receiptsGet(c *cli, args []string) error {
 		"keys (/.well-known/jwks.json). A receipt that does not verify is an error (exit status 1).\n" +
 		"-json prints the server's receipt object, after the same check."
 	fs := c.flags()
+	jwksFile := jwksFlag(fs)
 	pos, err := c.parse(fs, args, "RECEIPT_ID")
 	if err != nil {
 		return err
 	}
 	id := strings.TrimSpace(pos[0])
-	rc, raw, err := c.fetchReceipt(id)
+	keys, err := c.receiptKeys(*jwksFile) // first: a bad -jwks is the user's to fix before anything is read
 	if err != nil {
 		return err
 	}
-	keys, err := c.jwks()
+	rc, raw, err := c.fetchReceipt(id)
 	if err != nil {
 		return err
 	}

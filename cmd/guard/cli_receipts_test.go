@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -11,10 +12,13 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentpay/guard/cmd/wire"
 	"github.com/agentpay/guard/internal/guardtest"
@@ -415,15 +419,15 @@ func TestCLIReceiptsVerifyReportsSpendWithoutReceipt(t *testing.T) {
 	owner := s.NewOwner(t)
 	_, key := s.NewAgent(t, owner.TestKey, receiptsPolicy)
 	sp := []paid{pay(t, s, key, "1.00", "/n0"), pay(t, s, key, "1.00", "/n1"), pay(t, s, key, "1.00", "/n2")}
-	// The service leaves settlement out of the event of a spend it could
-	// not sign a receipt for; the newest one reads so here.
+	// The event of a spend the service could not sign a receipt for
+	// carries settlement.receipt_id null; the newest one reads so here.
 	proxy := rewritingProxy(t, s.URL, func(path string, body []byte) []byte {
 		if path != "/v1/events" {
 			return body
 		}
 		return editEvents(t, body, func(evs []any) []any {
 			obj := evs[eventOf(evs, sp[2].spend)].(map[string]any)["data"].(map[string]any)["object"].(map[string]any)
-			delete(obj, "settlement")
+			obj["settlement"] = map[string]any{"receipt_id": nil}
 			return evs
 		})
 	})
@@ -434,6 +438,66 @@ func TestCLIReceiptsVerifyReportsSpendWithoutReceipt(t *testing.T) {
 	if !strings.Contains(lineWith(out, "spend "+sp[2].spend), "settled without a receipt") ||
 		!strings.HasSuffix(out, fmt.Sprintf("2 receipts, signatures valid, chain unbroken from %s to %s\n", sp[0].receipt, sp[1].receipt)) {
 		t.Errorf("receipts verify printed:\n%s", out)
+	}
+}
+
+// -jwks pins the keys: signatures are checked with the file's keys, never
+// with what the server serves, so a JWKS swapped on the way fools nothing
+// and a file without the signing key fails every receipt.
+func TestCLIReceiptsVerifyWithPinnedKeys(t *testing.T) {
+	s := guardtest.Start(t)
+	owner := s.NewOwner(t)
+	_, key := s.NewAgent(t, owner.TestKey, receiptsPolicy)
+	for i := range 3 {
+		pay(t, s, key, "1.00", fmt.Sprintf("/p%d", i))
+	}
+	dir := t.TempDir()
+	trusted := filepath.Join(dir, "trusted.json")
+	r := s.Do(t, http.MethodGet, "/.well-known/jwks.json", "", nil, nil)
+	if err := os.WriteFile(trusted, []byte(r.Raw), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	k, err := receipt.GenerateKey(rand.Reader, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kr, err := receipt.NewKeyring(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := filepath.Join(dir, "foreign.json")
+	if err := os.WriteFile(foreign, kr.JWKS(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A proxy that serves the foreign keys as the server's.
+	swapped := rewritingProxy(t, s.URL, func(path string, body []byte) []byte {
+		if path == "/.well-known/jwks.json" {
+			return kr.JWKS()
+		}
+		return body
+	})
+
+	out, _, err := cliAt(t, swapped, owner.TestKey, "receipts", "verify")
+	if exitCode(err) != 1 || !strings.Contains(out, "which the server's JWKS does not list") {
+		t.Errorf("with the server's (swapped) keys: %v\n%s", err, out)
+	}
+	out, errOut, err := cliAt(t, swapped, owner.TestKey, "receipts", "verify", "-jwks", trusted)
+	if err != nil || !strings.Contains(out, "3 receipts, signatures valid, chain unbroken") {
+		t.Errorf("with the pinned keys: %v\n%s%s", err, out, errOut)
+	}
+	out, _, err = cliAt(t, s.URL, owner.TestKey, "receipts", "verify", "-jwks", foreign)
+	if exitCode(err) != 1 || !strings.Contains(out, "which the JWKS in "+foreign+" does not list") {
+		t.Errorf("with keys that did not sign them: %v\n%s", err, out)
+	}
+	empty := filepath.Join(dir, "empty.json")
+	if err := os.WriteFile(empty, []byte(`{"keys":[]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{empty, filepath.Join(dir, "missing.json")} {
+		if _, errOut, err := cliAt(t, s.URL, owner.TestKey, "receipts", "get", "rcp_00000000000000000000000000000000", "-jwks", bad); err == nil ||
+			!strings.Contains(errOut+err.Error(), "-jwks") {
+			t.Errorf("-jwks %s: %v %s", bad, err, errOut)
+		}
 	}
 }
 

@@ -33,6 +33,7 @@ and the chain does not include it.
 With -agent only that agent's receipts are checked, their signatures and claims, not the chain's
 links: the chain runs through every agent's receipts, which -agent leaves out.
 Any failure names the receipt and why, and the command exits with status 1.
+-jwks FILE checks signatures with keys saved from a source you trust rather than the server's.
 -json prints the report as JSON. A rate-limited read waits as the server's Retry-After asks.`
 
 // settledEvent is what the walk reads of a spend.settled event.
@@ -83,6 +84,7 @@ func receiptsVerify(c *cli, args []string) error {
 	fs := c.flags()
 	agent := fs.String("agent", "", "check only the receipts of `AGENT_ID`: signatures and claims, not the chain's links")
 	limit := fs.Int("limit", listPageSize, "events per request, `N` from 1 to 50 (every page is followed)")
+	jwksFile := jwksFlag(fs)
 	if _, err := c.parse(fs, args); err != nil {
 		return err
 	}
@@ -94,7 +96,7 @@ func receiptsVerify(c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	keys, err := c.jwks()
+	keys, err := c.receiptKeys(*jwksFile)
 	if err != nil {
 		return err
 	}
