@@ -357,17 +357,36 @@ func (s *Store) checkpointChunk() error {
 	}
 
 	upTo := g.last
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		if h := s.hooks.checkpoint; h != nil {
-			if err := h(); err != nil {
+	// The generation goes into bbolt in parts, each a transaction of its
+	// own, and applied_lsn moves with the last: a journal commit's
+	// fdatasync must wait for every write the disk holds, so one
+	// transaction of megabytes would hold the commits behind it as long.
+	// A crash between parts leaves some keys at their newer values under
+	// the older applied_lsn; the replay at the next start writes every
+	// record after it again, in order, which ends in the same values (a
+	// record's ops are whole puts and deletes).
+	var err error
+	parts := g.foldParts(s.opts.CheckpointTxBytes)
+	for i, part := range parts {
+		last := i == len(parts)-1
+		err = s.db.Update(func(tx *bolt.Tx) error {
+			if h := s.hooks.checkpoint; h != nil {
+				if err := h(); err != nil {
+					return err
+				}
+			}
+			if err := foldEntries(tx, part); err != nil {
 				return err
 			}
+			if !last {
+				return nil
+			}
+			return putApplied(tx, upTo)
+		})
+		if err != nil {
+			break
 		}
-		if err := g.fold(tx); err != nil {
-			return err
-		}
-		return putApplied(tx, upTo)
-	})
+	}
 	if err != nil {
 		// Nothing is lost: the records stay durable in the journal and
 		// visible in the overlay. Retry on the next tick or request.

@@ -53,17 +53,25 @@
 // A checkpoint folds durable records into the entity buckets. It runs on its
 // own goroutine, the only writer of the bbolt file, concurrently with group
 // commits, which therefore never wait for it. It seals the open generation
-// and folds the sealed ones, oldest first, each in one bbolt transaction:
-// the generation's entries (the last write of each key among its records
-// m..n, where m = applied_lsn+1), in bucket and key order, and applied_lsn =
-// n. Afterwards the generation is dropped from the overlay whole (a key
-// rewritten by a later record lives on in a newer generation), and the
-// segment files whose records are all at or below n are retired: renamed
-// at once (name+".folded", which Open removes and never reads), then
-// shortened 1 MiB at a time by a goroutine of their own and removed. A
-// 64 MiB file unlinked in one go would stall the journal's next fdatasync
-// for tens of milliseconds where freed blocks are discarded; Close finishes
-// the removals without pauses.
+// and folds the sealed ones, oldest first: the generation's entries (the
+// last write of each key among its records m..n, where m = applied_lsn+1),
+// in bucket and key order, in parts of about Options.CheckpointTxBytes of
+// keys and values, each part a bbolt transaction, the last one also setting
+// applied_lsn = n. Parts because every fdatasync of the journal waits for
+// all the writes the disk has been given, those of a checkpoint included:
+// a generation written in one transaction of megabytes held the commits
+// behind it for tens of milliseconds. A stop between parts (a failure, a
+// crash) leaves some keys newer than applied_lsn says; the next checkpoint,
+// or the replay at the next start, writes every record after applied_lsn
+// again, in order, and ends in the same values, since a record's ops are
+// whole puts and deletes. Afterwards the generation is dropped from the
+// overlay whole (a key rewritten by a later record lives on in a newer
+// generation), and the segment files whose records are all at or below n
+// are retired: renamed at once (name+".folded", which Open removes and
+// never reads), then shortened 1 MiB at a time by a goroutine of their own
+// and removed. A 64 MiB file unlinked in one go would stall the journal's
+// next fdatasync for tens of milliseconds where freed blocks are
+// discarded; Close finishes the removals without pauses.
 // Checkpoints run every Options.CheckpointInterval, as soon as more than
 // Options.CheckpointRecords records await folding, on Checkpoint, and on
 // Close; a generation is sealed as soon as it holds a bounded number of

@@ -267,32 +267,69 @@ func (g *ovGen) node() *ovNode {
 // fold writes the generation into the entity buckets of tx, in the order
 // of walk. Buckets are created on first use.
 func (g *ovGen) fold(tx *bolt.Tx) error {
-	var b *bolt.Bucket
-	return g.walk(func(name string, start bool, n *ovNode) error {
-		var err error
-		if start {
-			if b, err = tx.CreateBucketIfNotExists([]byte(name)); err != nil {
-				return fmt.Errorf("bucket %q: %w", name, err)
-			}
-			// Pages are split 90% full instead of bbolt's 50%: entity
-			// keys of this service mostly grow (ledger entries,
-			// idempotency keys), and half-empty pages would double the
-			// pages every checkpoint writes. Random keys lose little.
-			b.FillPercent = entityFillPercent
-		}
-		// bbolt copies the key; the value is read at commit, from a record
-		// buffer that never changes.
-		key := unsafe.Slice(unsafe.StringData(n.key), len(n.key))
-		if n.del {
-			err = b.Delete(key)
-		} else {
-			err = b.Put(key, n.val)
-		}
-		if err != nil {
-			return fmt.Errorf("bucket %q: %w", name, err)
+	return foldEntries(tx, g.foldParts(0)[0])
+}
+
+// foldEntry is one key's latest write in a generation, as foldParts cuts
+// them.
+type foldEntry struct {
+	bucket string
+	n      *ovNode
+}
+
+// foldParts returns the generation's latest writes in fold order, cut into
+// parts of about partBytes of keys and values each (one part when
+// partBytes <= 0). A part is folded in a bbolt transaction of its own:
+// see Options.CheckpointTxBytes.
+func (g *ovGen) foldParts(partBytes int) [][]foldEntry {
+	var parts [][]foldEntry
+	var cur []foldEntry
+	size := 0
+	_ = g.walk(func(name string, _ bool, n *ovNode) error {
+		cur = append(cur, foldEntry{bucket: name, n: n})
+		size += len(n.key) + len(n.val)
+		if partBytes > 0 && size >= partBytes {
+			parts, cur, size = append(parts, cur), nil, 0
 		}
 		return nil
 	})
+	if len(cur) > 0 || len(parts) == 0 {
+		parts = append(parts, cur)
+	}
+	return parts
+}
+
+// foldEntries writes entries, in fold order, into tx.
+func foldEntries(tx *bolt.Tx, entries []foldEntry) error {
+	var b *bolt.Bucket
+	name := ""
+	for _, e := range entries {
+		if b == nil || e.bucket != name {
+			var err error
+			if b, err = tx.CreateBucketIfNotExists([]byte(e.bucket)); err != nil {
+				return fmt.Errorf("bucket %q: %w", e.bucket, err)
+			}
+			// Pages are split 90% full instead of bbolt's 50%: entity
+			// keys of this service mostly grow (ledger entries, events,
+			// spends by time), and half-empty pages would double the
+			// pages every checkpoint writes. Random keys lose little.
+			b.FillPercent = entityFillPercent
+			name = e.bucket
+		}
+		// bbolt copies the key; the value is read at commit, from a
+		// record buffer that never changes.
+		key := unsafe.Slice(unsafe.StringData(e.n.key), len(e.n.key))
+		var err error
+		if e.n.del {
+			err = b.Delete(key)
+		} else {
+			err = b.Put(key, e.n.val)
+		}
+		if err != nil {
+			return fmt.Errorf("bucket %q: %w", e.bucket, err)
+		}
+	}
+	return nil
 }
 
 // walk calls fn with the latest write of each key of the generation, bucket

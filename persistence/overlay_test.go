@@ -2,7 +2,9 @@ package persistence
 
 import (
 	"errors"
+	"fmt"
 	"maps"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"sync/atomic"
@@ -214,6 +216,83 @@ func TestStoreReadsNewerGenerationOverFoldedOne(t *testing.T) {
 	}
 	if raw := rawBucket(t, s, "b"); !maps.Equal(raw, map[string]string{"k": "2", "y": "1", "z": "2"}) {
 		t.Fatalf("bucket after the second fold: %v", raw)
+	}
+}
+
+// A checkpoint writes a generation in parts of about CheckpointTxBytes,
+// each a bbolt transaction, and moves applied_lsn with the last. Stopped
+// after some parts, the store still reads the newest values, applied_lsn
+// has not moved, and a crash image taken then recovers to the same state
+// as the store: the replay writes every record after applied_lsn again.
+func TestCheckpointInPartsSurvivesAStopBetweenThem(t *testing.T) {
+	var parts atomic.Int32
+	failAt := int32(1 << 30)
+	opts := testOptions(t.TempDir(), func(o *Options) {
+		noAutoCheckpoint(o)
+		o.CheckpointTxBytes = 8 // a key or two per part
+		o.hooks.checkpoint = func() error {
+			if parts.Add(1) == failAt {
+				return errInjected
+			}
+			return nil
+		}
+	})
+	s := openStore(t, opts)
+	defer s.Close()
+	// Folded first, whole: values the next generation overwrites or
+	// deletes.
+	for i := range 8 {
+		mustAppend(t, s, Put("b", fmt.Appendf(nil, "k%02d", i), []byte("old")))
+	}
+	if err := s.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	applied := s.Stats().AppliedLSN
+	parts.Store(0)
+	for i := range 8 {
+		key := fmt.Appendf(nil, "k%02d", i)
+		if i%3 == 0 {
+			mustAppend(t, s, Del("b", key))
+		} else {
+			mustAppend(t, s, Put("b", key, []byte("mid")), Put("c", key, []byte("new")))
+			mustAppend(t, s, Put("b", key, []byte("new")))
+		}
+	}
+	want := dumpStore(t, s)
+	failAt = 3 // two parts are written, the third fails
+	if err := s.Checkpoint(); !errors.Is(err, errInjected) {
+		t.Fatalf("Checkpoint: %v", err)
+	}
+	if got := s.Stats().AppliedLSN; got != applied {
+		t.Fatalf("applied_lsn %d after a checkpoint stopped between parts, want %d (unmoved)", got, applied)
+	}
+	raw := rawBucket(t, s, "b")
+	newer := 0
+	for _, v := range raw {
+		if v == "new" {
+			newer++
+		}
+	}
+	if newer == 0 || raw["k07"] != "old" {
+		t.Fatalf("the file after two parts: %v; want some keys written and the last not", raw)
+	}
+	if d := diffDumps(want, dumpStore(t, s)); d != "" {
+		t.Fatalf("reads changed when a checkpoint stopped between parts: %s", d)
+	}
+	image := filepath.Join(t.TempDir(), "crash.db")
+	copyStoreImage(t, s, image)
+	wantRecovered(t, image, want)
+
+	// The next checkpoint writes it all.
+	failAt = 1 << 30
+	if err := s.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if raw := rawBucket(t, s, "b"); len(raw) != 5 || raw["k07"] != "new" || raw["k00"] != "" {
+		t.Fatalf("the file after the checkpoint: %v", raw)
+	}
+	if n := parts.Load(); n < 4 {
+		t.Fatalf("the checkpoint took %d transactions, want it in parts", n)
 	}
 }
 
