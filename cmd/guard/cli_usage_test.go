@@ -51,6 +51,29 @@ func TestUnknownCommandOfEveryGroup(t *testing.T) {
 	}
 }
 
+// "guard help" names every command of every group, so none is found only
+// by reading the group's own usage.
+func TestUsageNamesEveryCommand(t *testing.T) {
+	for _, g := range []cmdGroup{ownerGroup, receiptKeysGroup, agentsGroup, keysGroup, policyGroup, receiptsGroup} {
+		named := map[string]bool{}
+		for _, line := range strings.Split(usage, "\n") {
+			rest, ok := strings.CutPrefix(strings.TrimSpace(line), "guard "+g.name+" ")
+			if !ok {
+				continue
+			}
+			verbs, _, _ := strings.Cut(rest, " ")
+			for _, v := range strings.Split(verbs, "|") {
+				named[v] = true
+			}
+		}
+		for _, sc := range g.cmds {
+			if !named[sc.name] {
+				t.Errorf("guard help does not name guard %s %s", g.name, sc.name)
+			}
+		}
+	}
+}
+
 // A command line that cannot run is a usage error (2); a command that
 // ran and failed is not (1).
 func TestUsageErrorsExitTwo(t *testing.T) {

@@ -83,8 +83,10 @@ Administration of a running server with an owner key:
   guard keys rotate KEY_ID [-grace-hours N]
   guard policy show AGENT_ID
   guard policy set AGENT_ID -file FILE.json   (the output of policy show -json will do)
+  guard policy changes AGENT_ID               (loosenings that wait for their effective_at)
+  guard policy cancel CHANGE_ID               (cancel one before it applies)
   guard receipts get RECEIPT_ID               (its claims, once its signature verifies)
-  guard receipts verify [-agent AGENT_ID] [-limit N]
+  guard receipts verify [-agent AGENT_ID] [-limit N] [-jwks FILE]
       (the signatures and the chain of the receipts of the last 30 days;
       with -agent, that agent's signatures only, not the chain's links)
 These take -server URL (or GUARD_SERVER, default ` + defaultServer + `),
