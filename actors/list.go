@@ -158,23 +158,11 @@ func normalizeLimit(n int) int {
 // ListSpends lists the spends the principal may see, newest first, with
 // memo cut to 80 characters.
 func (s *System) ListSpends(p Principal, q ListParams) (Page, error) {
-	q.Limit = normalizeLimit(q.Limit)
-	cursor, err := cursorOf(q, "spd", "a spend")
+	pg, cursor, err := s.spendIndex(p, q, "spd", "a spend")
 	if err != nil {
 		return Page{}, err
 	}
-	pg := pager{sys: s, q: q}
-	switch {
-	case p.Kind == KindAgent:
-		pg.bucket, pg.prefix = bAgentSpends, prefixOf(p.AgentID)
-	case q.AgentID != "":
-		if _, err := s.Agent(p, q.AgentID); err != nil {
-			return Page{}, &Error{Code: CodeParameterInvalid, Param: "agent_id", Message: "agent_id names no agent of this owner and environment."}
-		}
-		pg.bucket, pg.prefix = bAgentSpends, prefixOf(q.AgentID)
-	default:
-		pg.bucket, pg.prefix = bEnvSpends, prefixOf(p.OwnerID, string(p.Env()))
-	}
+	q = pg.q
 	pg.load = func(k, _ []byte) ([]byte, time.Time, bool, error) {
 		id := string(k[len(pg.prefix):])
 		raw, err := s.store.Get(bSpends, []byte(id))
@@ -202,6 +190,84 @@ func (s *System) ListSpends(p Principal, q ListParams) (Page, error) {
 		return pg.run(key)
 	}
 	return pg.run(nil)
+}
+
+// ListReceipts lists the receipts the principal may see, in the order of
+// their spends, newest first: the spend index (the agent's, or the
+// environment's) walked for the settled spends that have one. A receipt
+// is the cursor; it places the page at its spend. The items are the
+// receipts as GET /v1/receipts/{id} shows them.
+func (s *System) ListReceipts(p Principal, q ListParams) (Page, error) {
+	pg, cursor, err := s.spendIndex(p, q, "rcp", "a receipt")
+	if err != nil {
+		return Page{}, err
+	}
+	q = pg.q
+	pg.load = func(k, _ []byte) ([]byte, time.Time, bool, error) {
+		var sp struct {
+			CreatedAt  time.Time `json:"created_at"`
+			Settlement *struct {
+				ReceiptID *string `json:"receipt_id"`
+			} `json:"settlement"`
+		}
+		found, err := s.getJSON(bSpends, k[len(pg.prefix):], &sp)
+		if err != nil {
+			return nil, time.Time{}, false, err
+		}
+		if !found || sp.Settlement == nil || sp.Settlement.ReceiptID == nil {
+			return nil, sp.CreatedAt, false, nil
+		}
+		raw, err := s.store.Get(bReceipts, []byte(*sp.Settlement.ReceiptID))
+		if err != nil {
+			return nil, time.Time{}, false, err
+		}
+		return raw, sp.CreatedAt, raw != nil, nil
+	}
+	if cursor == "" {
+		return pg.run(nil)
+	}
+	// The cursor must be a receipt this list holds: one the principal may
+	// read, whose spend is in the walked index.
+	var r Receipt
+	ok, err := s.getJSON(bReceipts, []byte(cursor), &r)
+	if err != nil {
+		return Page{}, ErrUnavailable
+	}
+	key := pg.start(r.SpendID)
+	if ok && s.visible(p, r.AgentID, r.Livemode) && (q.AgentID == "" || r.AgentID == q.AgentID) {
+		if v, err := s.store.Get(pg.bucket, key); err != nil {
+			return Page{}, ErrUnavailable
+		} else if v != nil {
+			return pg.run(key)
+		}
+	}
+	return Page{}, &Error{Code: CodeParameterInvalid, Param: cursorParam(q),
+		Message: "The cursor must be the id of a receipt this list holds, from an earlier page; " + cursor + " is not one."}
+}
+
+// spendIndex is a pager over the spends the principal may see (its
+// agent's index for an agent key or an agent_id, else the environment's)
+// for a list of objects whose ids start with idPrefix, and the list's
+// cursor, checked to be such an id ("what" names the objects).
+func (s *System) spendIndex(p Principal, q ListParams, idPrefix, what string) (pager, string, error) {
+	q.Limit = normalizeLimit(q.Limit)
+	pg := pager{sys: s, q: q}
+	cursor, err := cursorOf(q, idPrefix, what)
+	if err != nil {
+		return pg, "", err
+	}
+	switch {
+	case p.Kind == KindAgent:
+		pg.bucket, pg.prefix = bAgentSpends, prefixOf(p.AgentID)
+	case q.AgentID != "":
+		if _, err := s.Agent(p, q.AgentID); err != nil {
+			return pg, "", &Error{Code: CodeParameterInvalid, Param: "agent_id", Message: "agent_id names no agent of this owner and environment."}
+		}
+		pg.bucket, pg.prefix = bAgentSpends, prefixOf(q.AgentID)
+	default:
+		pg.bucket, pg.prefix = bEnvSpends, prefixOf(p.OwnerID, string(p.Env()))
+	}
+	return pg, cursor, nil
 }
 
 // cursorOf is the list's cursor, checked to be an id of the listed kind.

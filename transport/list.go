@@ -14,9 +14,6 @@ import (
 	"github.com/agentpay/guard/policy"
 )
 
-// listParams reads the common list query: limit, cursors, created[...],
-// agent_id. Unknown parameters are refused so a typo is not silently
-// ignored.
 // eventTypeFilter reports whether f is the shape of an event type
 // ("spend.settled": lower-case words joined by dots) or a prefix of types
 // ending in "*" ("spend.*"; "*" alone is every type). Types the service
@@ -35,6 +32,9 @@ func eventTypeFilter(f string) bool {
 	return isPrefix || strings.Contains(f, ".") && !strings.HasSuffix(f, ".")
 }
 
+// listParams reads the common list query: limit, cursors, created[...],
+// agent_id. Unknown parameters are refused so a typo is not silently
+// ignored.
 func listParams(c *call, extra ...string) (actors.ListParams, *apiError) {
 	var q actors.ListParams
 	var bad *apiError
@@ -146,8 +146,6 @@ func writeSpendList(c *call, url string, page actors.Page) {
 	writeListOf(c, url, page, append(tail, '}'))
 }
 
-// writeListOf writes a page; a non-nil itemTail closes each item in place
-// of its final brace.
 // wholeList is a list answered in one page, in the field order of the
 // paged lists.
 type wholeList struct {
@@ -162,6 +160,8 @@ func writeWholeList(c *call, url string, data any) {
 	writeJSON(c.ctx, 200, c.reqID, wholeList{Object: "list", Data: data, URL: url})
 }
 
+// writeListOf writes a page; a non-nil itemTail closes each item in place
+// of its final brace.
 func writeListOf(c *call, url string, page actors.Page, itemTail []byte) {
 	n := 64
 	for _, it := range page.Items {
@@ -217,6 +217,24 @@ func (s *Server) listSpends(c *call) *apiError {
 		return fromActors(aerr)
 	}
 	writeSpendList(c, "/v1/spends", page)
+	return nil
+}
+
+// listReceipts is GET /v1/receipts: the receipts of the key's spends (an
+// agent's) or of the environment (an owner's, agent_id to narrow it), in
+// the order of their spends, newest first, paged like the other lists.
+func (s *Server) listReceipts(c *call) *apiError {
+	q, err := listParams(c)
+	if err != nil {
+		return err
+	}
+	page, aerr := s.sys.ListReceipts(c.who, q)
+	if aerr != nil {
+		return fromActors(aerr)
+	}
+	// Each item as GET /v1/receipts/{id} shows it, request_id included.
+	tail := append([]byte(`,"request_id":`), fastjson.AppendString(nil, c.reqID)...)
+	writeListOf(c, "/v1/receipts", page, append(tail, '}'))
 	return nil
 }
 

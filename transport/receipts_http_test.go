@@ -5,8 +5,10 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -174,4 +176,107 @@ func TestReceiptIssuedAtIsTheServiceClock(t *testing.T) {
 	if iat, _ := claims["iat"].(float64); int64(iat) != s.Clock.Now().Unix() {
 		t.Errorf("iat %v, want the service clock's %d", claims["iat"], s.Clock.Now().Unix())
 	}
+}
+
+// GET /v1/receipts lists the receipts of settled spends, newest spend
+// first, paged both ways; spends without a receipt (declined, failed,
+// waiting) are not in it. An agent key sees its own agent's; an owner
+// key the environment's, or one agent's with agent_id. Each item is the
+// receipt as GET /v1/receipts/{id} shows it. A cursor must be a receipt
+// of the list.
+func TestListReceipts(t *testing.T) {
+	e := start(t)
+	s := e.srv
+	agentB, keyB := s.NewAgent(t, e.owner.TestKey, testPolicy)
+	var all, mine []string // receipt ids, oldest first
+	for i, c := range []struct{ key, amount string }{
+		{e.agentKey, "1.00"}, {keyB, "1.00"}, {e.agentKey, "99.00"}, {e.agentKey, "2.00"},
+		{keyB, "150.00"}, {e.agentKey, "3.00"}, {keyB, "4.00"},
+	} {
+		sp := created(t, s, c.key, spendBody(c.amount, "api.vendor.com", fmt.Sprintf("/r%d", i)))
+		if sp["status"] != "settled" {
+			continue // failed (99.00) or declined (over the limit): no receipt
+		}
+		rid := obj(t, sp, "settlement")["receipt_id"].(string)
+		all = append(all, rid)
+		if c.key == e.agentKey {
+			mine = append(mine, rid)
+		}
+	}
+	newestFirst := func(ids []string) []string {
+		out := slices.Clone(ids)
+		slices.Reverse(out)
+		return out
+	}
+	if ids, more := listIDs(t, s, e.owner.TestKey, "/v1/receipts"); !slices.Equal(ids, newestFirst(all)) || more {
+		t.Fatalf("owner: %v (has_more %v), want %v", ids, more, newestFirst(all))
+	}
+	if ids, _ := listIDs(t, s, e.agentKey, "/v1/receipts"); !slices.Equal(ids, newestFirst(mine)) {
+		t.Fatalf("agent: %v, want its own %v", ids, newestFirst(mine))
+	}
+	if ids, _ := listIDs(t, s, e.owner.TestKey, "/v1/receipts?agent_id="+e.agentID); !slices.Equal(ids, newestFirst(mine)) {
+		t.Fatalf("owner, agent_id: %v, want %v", ids, newestFirst(mine))
+	}
+
+	// The items are the receipts as read one by one.
+	r := call(t, s, http.MethodGet, "/v1/receipts?limit=1", e.owner.TestKey, nil, nil)
+	mustStatus(t, r, http.StatusOK)
+	item := r.Body["data"].([]any)[0].(map[string]any)
+	one := call(t, s, http.MethodGet, "/v1/receipts/"+all[len(all)-1], e.owner.TestKey, nil, nil)
+	mustStatus(t, one, http.StatusOK)
+	delete(one.Body, "request_id")
+	if item["request_id"] != r.Body["request_id"] {
+		t.Errorf("item request_id %v, want the list's %v", item["request_id"], r.Body["request_id"])
+	}
+	delete(item, "request_id")
+	if !reflect.DeepEqual(item, one.Body) || r.Body["has_more"] != true || r.Body["url"] != "/v1/receipts" {
+		t.Errorf("listed %v (has_more %v, url %v), read %v", item, r.Body["has_more"], r.Body["url"], one.Body)
+	}
+
+	// Two at a time, back and forth, each receipt once.
+	var paged []string
+	for cursor := ""; ; {
+		path := "/v1/receipts?limit=2"
+		if cursor != "" {
+			path += "&starting_after=" + cursor
+		}
+		ids, more := listIDs(t, s, e.owner.TestKey, path)
+		paged = append(paged, ids...)
+		if !more {
+			break
+		}
+		cursor = ids[len(ids)-1]
+	}
+	if !slices.Equal(paged, newestFirst(all)) {
+		t.Fatalf("paged: %v, want %v", paged, newestFirst(all))
+	}
+	if ids, _ := listIDs(t, s, e.owner.TestKey, "/v1/receipts?limit=2&ending_before="+all[0]); !slices.Equal(ids, newestFirst(all)[len(all)-3:len(all)-1]) {
+		t.Fatalf("ending_before the oldest: %v, want %v", ids, newestFirst(all)[len(all)-3:len(all)-1])
+	}
+
+	// Cursors the list does not hold.
+	for _, c := range []struct{ key, cursor string }{
+		{e.agentKey, neverIssued(mine[0])},
+		{e.agentKey, all[1]},      // agent B's receipt, read with agent A's key
+		{e.owner.LiveKey, all[0]}, // a practice receipt in the live list
+	} {
+		wantError(t, call(t, s, http.MethodGet, "/v1/receipts?starting_after="+c.cursor, c.key, nil, nil),
+			400, "invalid_request_error", "parameter_invalid", "starting_after")
+	}
+	wantError(t, call(t, s, http.MethodGet, "/v1/receipts?starting_after=spd_00000000000000000000000000000000", e.owner.TestKey, nil, nil),
+		400, "invalid_request_error", "parameter_invalid", "starting_after")
+	wantError(t, call(t, s, http.MethodGet, "/v1/receipts?agent_id="+agentB, keyB+"x", nil, nil),
+		401, "authentication_error", "invalid_api_key", "")
+	wantError(t, call(t, s, http.MethodGet, "/v1/receipts?status=settled", e.owner.TestKey, nil, nil),
+		400, "invalid_request_error", "parameter_unknown", "status")
+}
+
+// neverIssued is an id of the same kind as id that differs in its last
+// character.
+func neverIssued(id string) string {
+	last := byte('0')
+	if id[len(id)-1] == '0' {
+		last = '1'
+	}
+	return id[:len(id)-1] + string(last)
 }

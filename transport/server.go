@@ -166,6 +166,7 @@ func (s *Server) routes(r *router.Router) {
 	r.GET("/v1/balance", s.wrap(s.agentOnly(s.balance)))
 	r.GET("/v1/policy", s.wrap(s.agentOnly(s.agentPolicy)))
 	r.GET("/v1/me", s.wrap(s.authed(s.me)))
+	r.GET("/v1/receipts", s.wrap(s.authed(s.listReceipts)))
 	r.GET("/v1/receipts/{id}", s.wrap(s.authed(noQuery(s.receipt))))
 	r.GET("/v1/approvals/{id}", s.wrap(s.authed(noQuery(s.getApproval))))
 

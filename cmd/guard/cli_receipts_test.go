@@ -114,6 +114,24 @@ func editEvents(t *testing.T, body []byte, edit func([]any) []any) []byte {
 	return editObject(t, body, func(m map[string]any) { m["data"] = edit(m["data"].([]any)) })
 }
 
+// editReceipt lets edit change receipt rid wherever an answer carries it:
+// GET /v1/receipts/{rid}, or an item of a GET /v1/receipts page.
+func editReceipt(t *testing.T, path string, body []byte, rid string, edit func(map[string]any)) []byte {
+	switch path {
+	case "/v1/receipts/" + rid:
+		return editObject(t, body, edit)
+	case "/v1/receipts":
+		return editObject(t, body, func(m map[string]any) {
+			for _, it := range m["data"].([]any) {
+				if item := it.(map[string]any); item["id"] == rid {
+					edit(item)
+				}
+			}
+		})
+	}
+	return body
+}
+
 // eventOf finds the event of a spend in a page's data; -1 when absent.
 func eventOf(events []any, spendID string) int {
 	for i, e := range events {
@@ -232,7 +250,8 @@ func TestCLIReceiptsVerify(t *testing.T) {
 	}
 	// Five events two at a time: three pages, each of spend.settled only.
 	var pages []string
-	for _, r := range requests() {
+	seen := requests()
+	for _, r := range seen {
 		if strings.HasPrefix(r, "GET /v1/events?") {
 			pages = append(pages, r)
 		}
@@ -244,6 +263,21 @@ func TestCLIReceiptsVerify(t *testing.T) {
 		if !strings.Contains(p, "type=spend.settled") || !strings.Contains(p, "limit=2") || strings.Contains(p, "starting_after=evt_") != (i > 0) {
 			t.Errorf("events request %d: %s", i, p)
 		}
+	}
+	// The receipts come from their list, a page of them per request,
+	// not one request each.
+	var listPages, single []string
+	for _, r := range seen {
+		switch {
+		case strings.HasPrefix(r, "GET /v1/receipts?"):
+			listPages = append(listPages, r)
+		case strings.HasPrefix(r, "GET /v1/receipts/"):
+			single = append(single, r)
+		}
+	}
+	if len(listPages) != 3 || len(single) != 0 {
+		t.Errorf("receipts verify -limit 2 read the receipts in %d list pages and %d single reads, want 3 and none: %v %v",
+			len(listPages), len(single), listPages, single)
 	}
 
 	// One agent: its signatures, and the output says the links were not
@@ -341,10 +375,9 @@ func TestCLIReceiptsVerifyFindsTampering(t *testing.T) {
 		failing, why string
 	}{
 		{"a claim altered", func(path string, body []byte) []byte {
-			if path != "/v1/receipts/"+sp[1].receipt {
-				return body
-			}
-			return editObject(t, body, func(m map[string]any) { m["jws"] = alterPayload(t, m["jws"].(string), "amount_settled", "0.01") })
+			return editReceipt(t, path, body, sp[1].receipt, func(m map[string]any) {
+				m["jws"] = alterPayload(t, m["jws"].(string), "amount_settled", "0.01")
+			})
 		}, sp[1].receipt, "the signature does not verify"},
 		{"a settled spend left out (a gap)", func(path string, body []byte) []byte {
 			if path != "/v1/events" {
@@ -367,10 +400,8 @@ func TestCLIReceiptsVerifyFindsTampering(t *testing.T) {
 			})
 		}, sp[2].receipt, "chain broken"},
 		{"another receipt served", func(path string, body []byte) []byte {
-			if path != "/v1/receipts/"+sp[2].receipt {
-				return body
-			}
-			return editObject(t, body, func(m map[string]any) {
+			// Listed and read on its own, receipt 2 is receipt 1.
+			return editReceipt(t, path, body, sp[2].receipt, func(m map[string]any) {
 				r := s.Do(t, http.MethodGet, "/v1/receipts/"+sp[1].receipt, owner.TestKey, nil, nil)
 				for k, v := range r.Body {
 					m[k] = v
@@ -514,7 +545,7 @@ func TestCLIReceiptsWaitOnRateLimit(t *testing.T) {
 	rp := httputil.NewSingleHostReverseProxy(u)
 	var refused atomic.Int32
 	limited := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/v1/receipts/") && refused.Add(1) == 1 {
+		if strings.HasPrefix(r.URL.Path, "/v1/receipts") && refused.Add(1) == 1 {
 			w.Header().Set("Retry-After", "1")
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusTooManyRequests)

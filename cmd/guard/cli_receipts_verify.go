@@ -70,7 +70,11 @@ type chainWalk struct {
 	rep        *chainReport
 	checkLinks bool
 	seen       map[string]bool
-	owner      string
+	// listed holds the receipts GET /v1/receipts gave, by id: a page
+	// of them costs one request, where reading them one by one costs
+	// one each (at live limits, a minute per 60).
+	listed map[string]receiptView
+	owner  string
 	// The receipt before the current one: its id, its token as served,
 	// whether it failed its own check, and whether there was one at all.
 	prevID     string
@@ -106,7 +110,11 @@ func receiptsVerify(c *cli, args []string) error {
 	if agentID != "" {
 		rep.AgentID = &agentID
 	}
-	w := &chainWalk{c: c, keys: keys, rep: rep, checkLinks: agentID == "", seen: map[string]bool{}}
+	listed, err := c.listedReceipts(agentID, *limit)
+	if err != nil {
+		return err
+	}
+	w := &chainWalk{c: c, keys: keys, rep: rep, checkLinks: agentID == "", seen: map[string]bool{}, listed: listed}
 	for i := range events {
 		if err := w.step(&events[i]); err != nil {
 			return err
@@ -188,6 +196,38 @@ func (c *cli) settledEvents(agentID string, limit int) ([]settledEvent, error) {
 	return nil, fmt.Errorf("the server's event list goes on past %d pages", maxListPages)
 }
 
+// listedReceipts reads every page of GET /v1/receipts (of one agent when
+// agentID is set), by id. The walk checks each one as it checks a receipt
+// read on its own: nothing in the list is trusted more.
+func (c *cli) listedReceipts(agentID string, limit int) (map[string]receiptView, error) {
+	q := url.Values{"limit": {strconv.Itoa(limit)}}
+	if agentID != "" {
+		q.Set("agent_id", agentID)
+	}
+	out := map[string]receiptView{}
+	for range maxListPages {
+		var page struct {
+			Data    []receiptView `json:"data"`
+			HasMore bool          `json:"has_more"`
+		}
+		if _, err := c.getJSON("/v1/receipts", q, &page); err != nil {
+			return nil, err
+		}
+		for _, rc := range page.Data {
+			out[rc.ID] = rc
+		}
+		if !page.HasMore || len(page.Data) == 0 {
+			return out, nil
+		}
+		last := page.Data[len(page.Data)-1].ID
+		if last == q.Get("starting_after") {
+			return nil, fmt.Errorf("the server's receipt list does not advance past %s", last)
+		}
+		q.Set("starting_after", last)
+	}
+	return nil, fmt.Errorf("the server's receipt list goes on past %d pages", maxListPages)
+}
+
 // step checks the receipt of one event and its link to the one before.
 // It returns an error only when the walk cannot go on (the server cannot
 // be reached); what is wrong with a receipt is a problem of the report.
@@ -209,7 +249,13 @@ func (w *chainWalk) step(ev *settledEvent) error {
 	}
 	w.rep.LastReceipt = &rid
 
-	rc, _, err := w.c.fetchReceipt(rid)
+	rc, ok := w.listed[rid]
+	var err error
+	if !ok {
+		// Not in the list read before the walk (settled meanwhile, or
+		// left out by the server): read on its own.
+		rc, _, err = w.c.fetchReceipt(rid)
+	}
 	var se *serverError
 	if errors.As(err, &se) && se.Status == http.StatusNotFound {
 		w.fail(rid, entry, "the server has no such receipt (404), though its spend settled with it")

@@ -601,6 +601,10 @@ func TestServerMatchesDocument(t *testing.T) {
 	h.want(h.do("GET", "/v1/receipts/"+rcp, owner, nil, ""), 200, "")
 	h.want(h.do("GET", "/v1/receipts/rcp_00000000000000000000000000000000", agent, nil, ""), 404, "resource_missing")
 	h.want(h.do("GET", "/v1/receipts/"+rcp, "", nil, ""), 401, "invalid_api_key")
+	h.want(h.do("GET", "/v1/receipts?limit=2", owner, nil, ""), 200, "")
+	h.want(h.do("GET", "/v1/receipts?starting_after="+rcp, agent, nil, ""), 200, "")
+	h.want(h.do("GET", "/v1/receipts?starting_after=rcp_x", owner, nil, ""), 400, "parameter_invalid")
+	h.want(h.do("GET", "/v1/receipts?status=settled", owner, nil, ""), 400, "parameter_unknown")
 
 	// Simulations.
 	check := "/v1/spends/check"

@@ -160,6 +160,7 @@ func TestRateLimitedAnswersMatchDocument(t *testing.T) {
 		{"GET", "/v1/events", agent, ""},
 		{"GET", "/v1/approvals/" + apr, agent, ""},
 		{"GET", "/v1/receipts/" + rcp, agent, ""},
+		{"GET", "/v1/receipts", agent, ""},
 		{"POST", "/v1/agents", owner, `{"name":"x"}`},
 		{"GET", "/v1/agents/" + agt, owner, ""},
 		{"POST", "/v1/agents/" + agt, owner, `{"name":"x"}`},
