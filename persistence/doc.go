@@ -56,7 +56,9 @@
 // and folds the sealed ones, oldest first: the generation's entries (the
 // last write of each key among its records m..n, where m = applied_lsn+1),
 // in bucket and key order, in parts of about Options.CheckpointTxBytes of
-// keys and values, each part a bbolt transaction, the last one also setting
+// keys and values (32 parts at most: a large generation gets larger ones,
+// so that the parts' fdatasyncs cannot leave the checkpoints behind the
+// journal), each part a bbolt transaction, the last one also setting
 // applied_lsn = n. Parts because every fdatasync of the journal waits for
 // all the writes the disk has been given, those of a checkpoint included:
 // a generation written in one transaction of megabytes held the commits

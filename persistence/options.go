@@ -36,7 +36,7 @@ const (
 	DefaultMaxBatch           = 512
 	DefaultCheckpointInterval = 500 * time.Millisecond
 	DefaultCheckpointRecords  = 20000
-	DefaultCheckpointTxBytes  = 256 << 10
+	DefaultCheckpointTxBytes  = 64 << 10
 )
 
 // Options configure a Store. Zero values select the defaults above.
@@ -60,7 +60,7 @@ type Options struct {
 	MaxBatch           int             // records per group commit (4x this may wait in the queue before Append blocks); default 512
 	CheckpointInterval time.Duration   // how often durable records are folded into the entity buckets; default 500ms
 	CheckpointRecords  int             // checkpoint early once this many records await folding; default 20000
-	CheckpointTxBytes  int             // keys and values a checkpoint writes per bbolt transaction (see the package doc); default 256 KiB, negative for one transaction
+	CheckpointTxBytes  int             // keys and values a checkpoint writes per bbolt transaction (see the package doc); default 64 KiB, negative for one transaction
 	OnFailure          func(err error) // optional; called once per failed group commit, never under a store lock
 	Logger             *slog.Logger    // optional; default discards
 

@@ -279,25 +279,39 @@ type foldEntry struct {
 
 // foldParts returns the generation's latest writes in fold order, cut into
 // parts of about partBytes of keys and values each (one part when
-// partBytes <= 0). A part is folded in a bbolt transaction of its own:
-// see Options.CheckpointTxBytes.
+// partBytes <= 0), and into maxCheckpointParts at most: a large generation
+// gets larger parts, so that the fdatasyncs of its transactions, two
+// each, cannot leave the checkpoints behind the journal. A part is folded
+// in a bbolt transaction of its own: see Options.CheckpointTxBytes.
 func (g *ovGen) foldParts(partBytes int) [][]foldEntry {
-	var parts [][]foldEntry
-	var cur []foldEntry
-	size := 0
+	var all []foldEntry
+	total := 0
 	_ = g.walk(func(name string, _ bool, n *ovNode) error {
-		cur = append(cur, foldEntry{bucket: name, n: n})
-		size += len(n.key) + len(n.val)
-		if partBytes > 0 && size >= partBytes {
-			parts, cur, size = append(parts, cur), nil, 0
-		}
+		all = append(all, foldEntry{bucket: name, n: n})
+		total += len(n.key) + len(n.val)
 		return nil
 	})
-	if len(cur) > 0 || len(parts) == 0 {
-		parts = append(parts, cur)
+	if partBytes <= 0 {
+		return [][]foldEntry{all}
+	}
+	partBytes = max(partBytes, (total+maxCheckpointParts-1)/maxCheckpointParts)
+	var parts [][]foldEntry
+	start, size := 0, 0
+	for i, e := range all {
+		size += len(e.n.key) + len(e.n.val)
+		if size >= partBytes {
+			parts = append(parts, all[start:i+1])
+			start, size = i+1, 0
+		}
+	}
+	if start < len(all) || len(parts) == 0 {
+		parts = append(parts, all[start:])
 	}
 	return parts
 }
+
+// maxCheckpointParts bounds the transactions of one generation's fold.
+const maxCheckpointParts = 32
 
 // foldEntries writes entries, in fold order, into tx.
 func foldEntries(tx *bolt.Tx, entries []foldEntry) error {

@@ -296,6 +296,33 @@ func TestCheckpointInPartsSurvivesAStopBetweenThem(t *testing.T) {
 	}
 }
 
+// A generation is cut into parts of about the bytes asked, in fold order,
+// every write in exactly one part, and into maxCheckpointParts at most:
+// a large generation gets larger parts rather than more transactions.
+func TestFoldPartsCoverTheGenerationInBoundedParts(t *testing.T) {
+	var recs []pendingRec
+	for i := range 1000 {
+		recs = append(recs, pendingRec{lsn: uint64(i + 1), enc: encOps(Put("b", fmt.Appendf(nil, "k%04d", i), make([]byte, 96)))})
+	}
+	g := genOf(recs)
+	want := genWrites(g)
+	for _, c := range []struct{ partBytes, parts int }{
+		{-1, 1}, {1 << 20, 1}, {10_000, 10}, {64, maxCheckpointParts},
+	} {
+		parts := g.foldParts(c.partBytes)
+		var got []Op
+		for _, p := range parts {
+			for _, e := range p {
+				got = append(got, Op{Bucket: e.bucket, Key: []byte(e.n.key), Value: e.n.val, Delete: e.n.del})
+			}
+		}
+		if len(parts) != c.parts || !reflect.DeepEqual(got, want) {
+			t.Errorf("parts of %d bytes: %d parts holding %d writes; want %d parts holding the %d writes in fold order",
+				c.partBytes, len(parts), len(got), c.parts, len(want))
+		}
+	}
+}
+
 // rawBucket reads a bucket of an open store's file, overlay aside.
 func rawBucket(t *testing.T, s *Store, bucket string) map[string]string {
 	t.Helper()
