@@ -92,7 +92,7 @@ func (c *cli) listCommand(args []string, path, what string) (all []json.RawMessa
 	if *limit < 1 || *limit > listPageSize {
 		return nil, true, fmt.Errorf("%ss list: -limit must be from 1 to %d, not %d", what, listPageSize, *limit)
 	}
-	first, all, err := c.listAll(path, what, *limit)
+	first, all, err := c.listAll(path, what, *limit, nil)
 	switch {
 	case err != nil:
 		return nil, true, err
@@ -105,10 +105,14 @@ func (c *cli) listCommand(args []string, path, what string) (all []json.RawMessa
 	return all, false, nil
 }
 
-// listAll follows a list's pages, limit items at a time, and returns the
-// first answer as sent and every item of every page.
-func (c *cli) listAll(path, what string, limit int) (first []byte, all []json.RawMessage, err error) {
+// listAll follows a list's pages, limit items at a time, with the list's
+// filters, and returns the first answer as sent and every item of every
+// page.
+func (c *cli) listAll(path, what string, limit int, filters url.Values) (first []byte, all []json.RawMessage, err error) {
 	q := url.Values{"limit": {strconv.Itoa(limit)}}
+	for k, v := range filters {
+		q[k] = v
+	}
 	for range maxListPages {
 		var page listPage
 		raw, err := c.getJSON(path, q, &page)
@@ -120,7 +124,7 @@ func (c *cli) listAll(path, what string, limit int) (first []byte, all []json.Ra
 		}
 		all = append(all, page.Data...)
 		if !page.HasMore || len(page.Data) == 0 {
-			break
+			return first, all, nil
 		}
 		var last struct {
 			ID string `json:"id"`
@@ -133,7 +137,7 @@ func (c *cli) listAll(path, what string, limit int) (first []byte, all []json.Ra
 		}
 		q.Set("starting_after", last.ID)
 	}
-	return first, all, nil
+	return nil, nil, fmt.Errorf("the server's %s list goes on past %d pages", what, maxListPages)
 }
 
 // printList prints a list answer for -json. One page is printed as the

@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -157,75 +156,57 @@ func keyLivemode(key string, events []settledEvent) bool {
 // first and has no way to start at its oldest end, so every page is read
 // before the walk begins; an event is small, and 30 days of them fit.
 func (c *cli) settledEvents(agentID string, limit int) ([]settledEvent, error) {
-	q := url.Values{"type": {"spend.settled"}, "limit": {strconv.Itoa(limit)}}
+	filters := url.Values{"type": {"spend.settled"}}
 	if agentID != "" {
-		q.Set("agent_id", agentID)
+		filters.Set("agent_id", agentID)
+	}
+	_, raw, err := c.listAll("/v1/events", "event", limit, filters)
+	if err != nil {
+		return nil, err
 	}
 	var all []settledEvent
 	seen := map[string]bool{}
-	for range maxListPages {
-		var page struct {
-			Data    []settledEvent `json:"data"`
-			HasMore bool           `json:"has_more"`
+	for _, r := range raw {
+		var ev settledEvent
+		if err := json.Unmarshal(r, &ev); err != nil {
+			return nil, fmt.Errorf("the server's event list is not the JSON expected: %w", err)
 		}
-		if _, err := c.getJSON("/v1/events", q, &page); err != nil {
-			return nil, err
+		if ev.Type != "spend.settled" || ev.ID == "" {
+			return nil, fmt.Errorf("the server listed event %q of type %q when asked for spend.settled only", ev.ID, ev.Type)
 		}
-		for _, ev := range page.Data {
-			if ev.Type != "spend.settled" || ev.ID == "" {
-				return nil, fmt.Errorf("the server listed event %q of type %q when asked for spend.settled only", ev.ID, ev.Type)
-			}
-			// Events are delivered at least once: one listed twice counts once.
-			if !seen[ev.ID] {
-				seen[ev.ID] = true
-				all = append(all, ev)
-			}
+		// Events are delivered at least once: one listed twice counts once.
+		if !seen[ev.ID] {
+			seen[ev.ID] = true
+			all = append(all, ev)
 		}
-		if !page.HasMore || len(page.Data) == 0 {
-			// The chain's order is the order the spends settled: the
-			// events' sequence, not the order a page happened to hold.
-			slices.SortStableFunc(all, func(a, b settledEvent) int { return cmp.Compare(a.Sequence, b.Sequence) })
-			return all, nil
-		}
-		last := page.Data[len(page.Data)-1].ID
-		if last == q.Get("starting_after") {
-			return nil, fmt.Errorf("the server's event list does not advance past %s", last)
-		}
-		q.Set("starting_after", last)
 	}
-	return nil, fmt.Errorf("the server's event list goes on past %d pages", maxListPages)
+	// The chain's order is the order the spends settled: the events'
+	// sequence, not the order a page happened to hold.
+	slices.SortStableFunc(all, func(a, b settledEvent) int { return cmp.Compare(a.Sequence, b.Sequence) })
+	return all, nil
 }
 
 // listedReceipts reads every page of GET /v1/receipts (of one agent when
 // agentID is set), by id. The walk checks each one as it checks a receipt
 // read on its own: nothing in the list is trusted more.
 func (c *cli) listedReceipts(agentID string, limit int) (map[string]receiptView, error) {
-	q := url.Values{"limit": {strconv.Itoa(limit)}}
+	var filters url.Values
 	if agentID != "" {
-		q.Set("agent_id", agentID)
+		filters = url.Values{"agent_id": {agentID}}
 	}
-	out := map[string]receiptView{}
-	for range maxListPages {
-		var page struct {
-			Data    []receiptView `json:"data"`
-			HasMore bool          `json:"has_more"`
-		}
-		if _, err := c.getJSON("/v1/receipts", q, &page); err != nil {
-			return nil, err
-		}
-		for _, rc := range page.Data {
-			out[rc.ID] = rc
-		}
-		if !page.HasMore || len(page.Data) == 0 {
-			return out, nil
-		}
-		last := page.Data[len(page.Data)-1].ID
-		if last == q.Get("starting_after") {
-			return nil, fmt.Errorf("the server's receipt list does not advance past %s", last)
-		}
-		q.Set("starting_after", last)
+	_, raw, err := c.listAll("/v1/receipts", "receipt", limit, filters)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("the server's receipt list goes on past %d pages", maxListPages)
+	out := make(map[string]receiptView, len(raw))
+	for _, r := range raw {
+		var rc receiptView
+		if err := json.Unmarshal(r, &rc); err != nil {
+			return nil, fmt.Errorf("the server's receipt list is not the JSON expected: %w", err)
+		}
+		out[rc.ID] = rc
+	}
+	return out, nil
 }
 
 // step checks the receipt of one event and its link to the one before.
