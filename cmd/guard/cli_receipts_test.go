@@ -46,6 +46,17 @@ func pay(t *testing.T, s *guardtest.Server, agentKey, amount, path string) paid 
 	return paid{spend: r.Body["id"].(string), receipt: rid}
 }
 
+// payInTurn pays 1.00 with each agent key in turn, at path prefix and the
+// payment's index, and returns the payments in that order.
+func payInTurn(t *testing.T, s *guardtest.Server, prefix string, agentKeys ...string) []paid {
+	t.Helper()
+	out := make([]paid, 0, len(agentKeys))
+	for i, k := range agentKeys {
+		out = append(out, pay(t, s, k, "1.00", fmt.Sprintf("%s%d", prefix, i)))
+	}
+	return out
+}
+
 // receiptJWS reads a receipt's token from the server directly.
 func receiptJWS(t *testing.T, s *guardtest.Server, key, id string) string {
 	t.Helper()
@@ -228,10 +239,7 @@ func TestCLIReceiptsVerify(t *testing.T) {
 	agentA, keyA := s.NewAgent(t, owner.TestKey, receiptsPolicy)
 	agentB, keyB := s.NewAgent(t, owner.TestKey, receiptsPolicy)
 	// Interleaved: the chain runs through both agents' receipts.
-	var spends []paid
-	for i, k := range []string{keyA, keyB, keyA, keyA, keyB} {
-		spends = append(spends, pay(t, s, k, "1.00", fmt.Sprintf("/v%d", i)))
-	}
+	spends := payInTurn(t, s, "/v", keyA, keyB, keyA, keyA, keyB)
 	first, last := spends[0].receipt, spends[len(spends)-1].receipt
 
 	proxy, requests := recordingProxy(t, s.URL)
@@ -364,10 +372,7 @@ func TestCLIReceiptsVerifyFindsTampering(t *testing.T) {
 	owner := s.NewOwner(t)
 	_, keyA := s.NewAgent(t, owner.TestKey, receiptsPolicy)
 	_, keyB := s.NewAgent(t, owner.TestKey, receiptsPolicy)
-	var sp []paid
-	for i, k := range []string{keyA, keyB, keyA, keyB} {
-		sp = append(sp, pay(t, s, k, "1.00", fmt.Sprintf("/t%d", i)))
-	}
+	sp := payInTurn(t, s, "/t", keyA, keyB, keyA, keyB)
 	for _, tc := range []struct {
 		name string
 		edit func(path string, body []byte) []byte
