@@ -210,7 +210,7 @@ func (r *runner) runPhases(ctx context.Context) (err error) {
 			}
 			done++
 		}
-		if err := r.runStep(ctx, p); err != nil {
+		if err := r.runStep(ctx, p, r.cfg, r.run); err != nil {
 			return err
 		}
 		if p.out.Interrupted {
@@ -228,6 +228,16 @@ func (r *runner) runPhases(ctx context.Context) (err error) {
 			r.notRun(phases[i+1:])
 			r.ceilingReport(reads)
 			return err
+		}
+		if p.ph.name == "spends" && cfg.CapacityP99 > 0 {
+			if err := r.searchCapacity(ctx, p); err != nil {
+				if ctx.Err() != nil {
+					rep.Interrupted = true
+				}
+				r.notRun(phases[i+1:])
+				r.ceilingReport(reads)
+				return err
+			}
 		}
 	}
 	if len(reads) > 0 {
@@ -293,11 +303,11 @@ func (r *runner) slice(ctx context.Context, when string) {
 	r.cslices = append(r.cslices, r.ceiling.measure(ctx, r.cfg, r.agents, "ceiling "+when))
 }
 
-// runStep runs one phase, profiled and traced when it is the profiled
-// one, with the CPU and, in-process, the journal read at the window's
-// ends.
-func (r *runner) runStep(ctx context.Context, p step) error {
-	cfg := r.cfg
+// runStep runs one phase as cfg says (the run's settings, or a capacity
+// step's pace), its requests keyed apart by run; profiled and traced when
+// it is the profiled one, with the CPU and, in-process, the journal read
+// at the window's ends.
+func (r *runner) runStep(ctx context.Context, p step, cfg Config, run string) error {
 	r.progress("%s: %s warm-up, then %s measured on %d connections", p.ph.name, cfg.Warmup, cfg.Duration, cfg.Conns)
 	profiling := p.ph.name == cfg.ProfilePhase && cfg.CPUProfile != nil
 	if profiling {
@@ -328,7 +338,7 @@ func (r *runner) runStep(ctx context.Context, p step) error {
 			commits[i] = r.proc.svc.Store().CommitDurations()
 		}
 	}
-	*p.out = runPhase(ctx, r.addr, cfg, r.run, r.agents, p.ph, p.seed, mark)
+	*p.out = runPhase(ctx, r.addr, cfg, run, r.agents, p.ph, p.seed, mark)
 	cpu.fill(p.out)
 	if r.proc != nil && stats[1].Commits > 0 {
 		p.out.Journal = journalOf(stats[0], stats[1], commits[1].Since(commits[0]), p.out.Seconds)

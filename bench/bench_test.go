@@ -299,6 +299,11 @@ func TestConfigValidate(t *testing.T) {
 		{Config{Rate: 1, Conns: 64}, "less than once a minute"},
 		{Config{Rate: 1e11, Conns: 64}, "-rate 1e+11 is more than the bench can pace over 64 connections: at most 64000000 requests/s"},
 		{Config{Rate: 2e6 + 1, Conns: 2}, "-rate"},
+		{Config{CapacityP99: -time.Millisecond}, "-capacity-p99 must not be negative"},
+		{Config{CapacityP99: 10 * time.Millisecond, Rate: 100}, "give -rate or -capacity-p99, not both"},
+		{Config{CapacityP99: 10 * time.Millisecond, Phases: []string{"check"}}, "-phases check leaves the spends phase out"},
+		{Config{CapacitySteps: -1}, "-capacity-steps -1 must be from 1 to 20"},
+		{Config{CapacitySteps: 21}, "-capacity-steps 21 must be from 1 to 20"},
 	} {
 		err := tc.cfg.WithDefaults().Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

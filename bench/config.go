@@ -39,6 +39,17 @@ type Config struct {
 	// behind the other connections. The loopback ceiling always runs in a
 	// closed loop.
 	Rate float64
+	// CapacityP99, when positive, follows the spends phase with a search
+	// for the service's capacity at that p99: the highest paced rate of
+	// spends whose 99th percentile latency stays within it, found by
+	// bisection below the rate of the (unpaced) spends phase; see
+	// CapacityReport. It needs the spends phase, and no Rate: the search
+	// chooses the paces.
+	CapacityP99 time.Duration
+	// CapacitySteps is the most paced spends phases the search runs, each
+	// Warmup plus Duration long; zero takes the default (6), which finds
+	// the capacity within 1/64 of the unpaced rate.
+	CapacitySteps int
 	// IdleAgents is how many extra agents the memory measurement
 	// activates (in-process only); zero skips it.
 	IdleAgents int
@@ -90,6 +101,7 @@ func Defaults() Config {
 	return Config{
 		Agents: 200, Conns: 64, Duration: 10 * time.Second, Warmup: 2 * time.Second,
 		IdleAgents: 2000, IdleTimeout: 2 * time.Second, CeilingDuration: 3 * time.Second, Seed: 1,
+		CapacitySteps: 6,
 	}
 }
 
@@ -110,6 +122,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.ProfilePhase == "" {
 		c.ProfilePhase = "spends"
+	}
+	if c.CapacitySteps == 0 {
+		c.CapacitySteps = d.CapacitySteps
 	}
 	if c.Progress == nil {
 		c.Progress = io.Discard
@@ -135,6 +150,12 @@ func (c Config) Validate() error {
 	case c.Rate > maxRate(c.Conns):
 		return fmt.Errorf("bench: -rate %g is more than the bench can pace over %d connections: at most %.0f requests/s (one request per microsecond on each); lower -rate, or raise -conns",
 			c.Rate, c.Conns, maxRate(c.Conns))
+	case c.CapacityP99 < 0:
+		return errors.New("bench: -capacity-p99 must not be negative; give a latency like 10ms, or 0 for no capacity search")
+	case c.CapacityP99 > 0 && c.Rate > 0:
+		return errors.New("bench: give -rate or -capacity-p99, not both: the capacity search chooses its paces itself")
+	case c.CapacitySteps < 1 || c.CapacitySteps > maxCapacitySteps:
+		return fmt.Errorf("bench: -capacity-steps %d must be from 1 to %d", c.CapacitySteps, maxCapacitySteps)
 	case c.IdleAgents < 0:
 		return errors.New("bench: -idle-agents must not be negative")
 	case c.CeilingDuration < 0:
@@ -152,6 +173,9 @@ func (c Config) Validate() error {
 		if slices.Contains(c.Phases[:i], name) {
 			return fmt.Errorf("bench: -phases: %q is given twice; give each phase once", name)
 		}
+	}
+	if c.CapacityP99 > 0 && !c.runs("spends") {
+		return fmt.Errorf("bench: -capacity-p99 searches paced spends, and -phases %s leaves the spends phase out; add it", strings.Join(c.Phases, ","))
 	}
 	if (c.CPUProfile != nil || c.Trace != nil) && !c.runs(c.ProfilePhase) {
 		return fmt.Errorf("bench: -profile-phase %q is not among -phases %s; profile a phase that runs", c.ProfilePhase, strings.Join(c.Phases, ","))

@@ -41,6 +41,9 @@ type Report struct {
 	Spends  PhaseReport `json:"spends,omitzero"`
 	Balance PhaseReport `json:"balance,omitzero"`
 	Check   PhaseReport `json:"check,omitzero"`
+	// Capacity is the search for the most spends/s within a p99
+	// (Config.CapacityP99; nil when not asked for).
+	Capacity *CapacityReport `json:"capacity,omitempty"`
 	// Ceiling is the loopback ceiling: the read phases' load against a
 	// handler that does nothing, around each read phase (nil when skipped).
 	Ceiling *CeilingReport `json:"ceiling,omitempty"`
@@ -386,6 +389,7 @@ func (r *Report) WriteText(w io.Writer) {
 		writeJournal(w, s.Journal)
 		fmt.Fprintln(w)
 	}
+	writeCapacity(w, r.Capacity, time.Duration(r.Warmup), time.Duration(r.Duration))
 	for _, p := range []struct {
 		title string
 		r     PhaseReport

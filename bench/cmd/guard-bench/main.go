@@ -3,6 +3,7 @@
 // idle agent. See package bench for what each number means.
 //
 //	guard-bench [-agents 200] [-conns 64] [-duration 10s] [-warmup 2s] [-rate N]
+//	            [-capacity-p99 10ms] [-capacity-steps 6]
 //	            [-idle-agents 2000] [-idle-timeout 2s] [-json] [-cpuprofile FILE] [-trace FILE]
 //	            [-profile-phase spends|balance|check] [-ceiling 3s] [-seed N]
 //	            [-phases spends,balance,check] [-data-dir DIR] [-journal-dir DIR]
@@ -192,6 +193,8 @@ func parseArgs(args []string, stderr io.Writer) (*flag.FlagSet, bench.Config, *o
 	fs.Var((*durationValue)(&cfg.Duration), "duration", "measured time of each phase, a `duration` like 10s")
 	fs.Var((*durationValue)(&cfg.Warmup), "warmup", "unmeasured load before each phase, a `duration`; 0 for none")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "requests per second each phase offers in all, on a fixed schedule, latency counted from when each request was due (open loop; at most 1,000,000 per connection); 0 sends each request as soon as the last is answered")
+	fs.Var((*durationValue)(&cfg.CapacityP99), "capacity-p99", "after the spends phase, find the most spends/s whose p99 latency stays within this `duration` (like 10ms): paced spends phases, each -warmup plus -duration long, at rates bisected below the unpaced one; 0 skips")
+	fs.IntVar(&cfg.CapacitySteps, "capacity-steps", d.CapacitySteps, "most paced phases the -capacity-p99 search runs (6 finds the capacity within 1/64 of the unpaced rate)")
 	fs.IntVar(&cfg.IdleAgents, "idle-agents", d.IdleAgents, "extra agents activated to measure an idle agent's memory; 0 skips (in-process only)")
 	fs.Var((*durationValue)(&cfg.IdleTimeout), "idle-timeout", "passivation delay of the in-process service, a positive `duration`")
 	fs.Var((*durationValue)(&cfg.CeilingDuration), "ceiling", "measured time of each slice of the loopback ceiling (a handler that does nothing), before, between and after the reads, a `duration`; 0 skips (with -target or -rate it is shown, not compared)")

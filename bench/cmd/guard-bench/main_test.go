@@ -61,6 +61,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-idle-timeout", "0"}, "-idle-timeout must be positive"},
 		{[]string{"-phases", ""}, `-phases "" names no phase`},
 		{[]string{"-phases", ","}, `-phases "," names no phase`},
+		{[]string{"-capacity-p99", "10"}, "flag -capacity-p99: not a duration"},
+		{[]string{"-capacity-p99", "10ms", "-capacity-steps", "0"}, "-capacity-steps 0 must be from 1 to 20"},
 		{[]string{"-rate", "1e11"}, "-rate 1e+11 is more than the bench can pace over 1 connections: at most 1000000 requests/s"},
 		{[]string{"-target", "http://127.0.0.1:1", "-owner-key", "svc_test_agent_x"}, "is an agent key; -owner-key takes a practice owner key"},
 	} {
