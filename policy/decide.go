@@ -30,7 +30,13 @@ type Decision struct {
 	ApprovalReason string // when pending
 	Destination    string // canonical host, or the raw input when invalid
 	MatchedRule    *string
-	Rule           *RuleDetail
+	// Trusted: the destination matched a trusted pattern. Only a trusted
+	// destination is paid without the owner's approval for being what it
+	// is (spec 3 and 4.6 rule 2); an allowed one is known (it does not
+	// count among the day's new destinations) but still waits for the
+	// owner.
+	Trusted bool
+	Rule    *RuleDetail
 	// NewDestination: the request asks about a destination not yet asked
 	// about today; accepting the decision records it.
 	NewDestination bool
@@ -74,13 +80,35 @@ func destinationGate(p *Policy, subj Subject, raw string, now time.Time) (Decisi
 	}
 	d := Decision{Destination: host}
 	if t, ok := FirstMatch(p.TrustedDestinations, host); ok {
-		d.MatchedRule = strPtr(t.String())
+		d.MatchedRule, d.Trusted = strPtr(t.String()), true
 	} else if a, ok := FirstMatch(p.AllowedDestinations, host); ok {
 		d.MatchedRule = strPtr(a.String())
-	} else if len(p.AllowedDestinations) > 0 || p.UnknownDestination == UnknownDecline {
-		return decline(host, ReasonDestinationNotAllowed, fmt.Sprintf("%s is not on the agent's allowed destinations.", host)), true
+	} else if p.UnknownDestination == UnknownDecline {
+		return decline(host, ReasonDestinationNotAllowed, fmt.Sprintf(
+			"%s is on none of the agent's destination lists, and its rules decline unknown destinations (unknown_destination: decline); the owner can allow or trust it.", host)), true
 	}
 	return d, false
+}
+
+// untrusted says why a payment to a destination that is not trusted waits
+// for the owner; then comes what follows (tail).
+func untrusted(d Decision, tail string) string {
+	if d.MatchedRule != nil {
+		return fmt.Sprintf("%s is an allowed destination (rule %s) but not a trusted one; %s", d.Destination, *d.MatchedRule, tail)
+	}
+	return fmt.Sprintf("%s is not a trusted destination; %s", d.Destination, tail)
+}
+
+// overNewDestinations reports whether the request is about an unknown
+// destination (on no list) not yet asked about today, while the agent has
+// asked about the day's limit of them already. Allowed destinations are
+// known: the owner listed them, so they never count.
+func overNewDestinations(l *Ledger, d Decision, now time.Time) bool {
+	if d.MatchedRule != nil || l.asked(d.Destination) {
+		return false
+	}
+	l.roll(now)
+	return len(l.Asked) >= NewDestinationsPerDay
 }
 
 func hostProblem(err error) string {
@@ -132,19 +160,15 @@ func amountGates(p *Policy, l *Ledger, pool Pool, req Request, d Decision, now t
 		d.Message = fmt.Sprintf("The owner's funds cannot cover %s right now (%s available above the reserve floor).", amt.Display(), nonNeg(sp).Display())
 		return d
 	}
-	if d.MatchedRule == nil { // unknown destination, mode ask
-		if !l.asked(d.Destination) {
-			l.roll(now)
-			if len(l.Asked) >= NewDestinationsPerDay {
-				d.Outcome, d.Reason = StatusDeclined, ReasonUnknownDestinationLimit
-				d.Message = fmt.Sprintf("The agent already asked about %d new destinations today; %s can be asked about after %s, or the owner can trust it.",
-					NewDestinationsPerDay, d.Destination, NextDay(now).Format(time.RFC3339))
-				return d
-			}
-			d.NewDestination = true
+	if !d.Trusted { // spec 3: not in the trusted list, mode ask
+		if overNewDestinations(l, d, now) {
+			d.Outcome, d.Reason = StatusDeclined, ReasonUnknownDestinationLimit
+			d.Message = fmt.Sprintf("The agent already asked about %d new destinations today; %s can be asked about after %s, or the owner can allow or trust it.",
+				NewDestinationsPerDay, d.Destination, NextDay(now).Format(time.RFC3339))
+			return d
 		}
-		return pendingOrMax(p, l, d, ReasonUnknownDestination,
-			fmt.Sprintf("%s is not a trusted destination; the owner must approve this payment.", d.Destination))
+		d.NewDestination = d.MatchedRule == nil && !l.asked(d.Destination)
+		return pendingOrMax(p, l, d, ReasonUnknownDestination, untrusted(d, "the owner must approve this payment."))
 	}
 	if amt.Cmp(p.ApprovalOver) > 0 {
 		return pendingOrMax(p, l, d, ApprovalOverReason,

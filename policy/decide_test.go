@@ -190,25 +190,34 @@ func decideCases() []decideCase {
 		}, decideWant{"destination_not_allowed", "api.vendor.com", "", false}},
 
 		// destination_not_allowed: allow-list mode
-		{"allow list declines a destination outside it", func(s *decideScene) {
-			s.rules.AllowedDestinations = pats("shop.store.com")
-			s.dest = "other.com"
-		}, decideWant{"destination_not_allowed", "other.com", "", false}},
-		{"allow list accepts its exact host", func(s *decideScene) {
+		{"an allowed exact host waits for the owner", func(s *decideScene) {
 			s.rules.AllowedDestinations = pats("shop.store.com")
 			s.dest = "shop.store.com"
-		}, decideWant{"approved", "shop.store.com", "shop.store.com", false}},
-		{"allow list accepts its wildcard", func(s *decideScene) {
+		}, decideWant{"pending:unknown_destination", "shop.store.com", "shop.store.com", false}},
+		{"an allowed wildcard's host waits for the owner", func(s *decideScene) {
 			s.rules.AllowedDestinations = pats("*.store.com")
 			s.dest = "eu.store.com"
-		}, decideWant{"approved", "eu.store.com", "*.store.com", false}},
+		}, decideWant{"pending:unknown_destination", "eu.store.com", "*.store.com", false}},
 		{"allow list still accepts trusted hosts", func(s *decideScene) {
 			s.rules.AllowedDestinations = pats("shop.store.com")
 		}, decideWant{"approved", "api.vendor.com", "api.vendor.com", false}},
-		{"allowed destination still needs approval above approval_over", func(s *decideScene) {
+		{"allowed destination waits for the owner above approval_over", func(s *decideScene) {
 			s.rules.AllowedDestinations = pats("shop.store.com")
 			s.dest, s.amount = "shop.store.com", "6.00"
-		}, decideWant{"pending:approval_over", "shop.store.com", "shop.store.com", false}},
+		}, decideWant{"pending:unknown_destination", "shop.store.com", "shop.store.com", false}},
+		{"allowed destination waits for the owner below approval_over, and is not new", func(s *decideScene) {
+			s.rules.AllowedDestinations = pats("*.store.com")
+			s.dest, s.amount = "shop.store.com", "1.00"
+		}, decideWant{"pending:unknown_destination", "shop.store.com", "*.store.com", false}},
+		{"a non-empty allowed list does not decline a destination on no list under ask", func(s *decideScene) {
+			s.rules.AllowedDestinations = pats("shop.store.com")
+			s.dest, s.amount = "other.com", "1.00"
+		}, decideWant{"pending:unknown_destination", "other.com", "", true}},
+		{"decline mode asks about an allowed destination", func(s *decideScene) {
+			s.rules.UnknownDestination = UnknownDecline
+			s.rules.AllowedDestinations = pats("shop.store.com")
+			s.dest, s.amount = "shop.store.com", "1.00"
+		}, decideWant{"pending:unknown_destination", "shop.store.com", "shop.store.com", false}},
 
 		// destination_not_allowed: unknown_destination "decline"
 		{"decline mode declines an unknown destination", func(s *decideScene) {
@@ -564,13 +573,13 @@ func TestDecideRuleOrder(t *testing.T) {
 			func(s *decideScene) { s.dest = "localhost"; s.amount = "11.00" },
 			func(s *decideScene) { s.dest = "api.vendor.com" },
 			"destination_not_allowed", "per_spend_limit"},
-		{"allow list beats per_spend_limit",
+		{"decline mode beats per_spend_limit",
 			func(s *decideScene) {
-				s.rules.AllowedDestinations = pats("shop.store.com")
+				s.rules.UnknownDestination = UnknownDecline
 				s.dest = "x.com"
 				s.amount = "11.00"
 			},
-			func(s *decideScene) { s.rules.AllowedDestinations = nil },
+			func(s *decideScene) { s.rules.UnknownDestination = UnknownAsk },
 			"destination_not_allowed", "per_spend_limit"},
 		{"per_spend_limit beats daily_cap",
 			func(s *decideScene) { exhaustDaily(s); s.amount = "10.01" },

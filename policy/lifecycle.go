@@ -217,8 +217,9 @@ type CheckResult struct {
 // amount only the destination is checked. The ledger passed in is not changed
 // in any way that matters (windows may roll forward, which is idempotent).
 //
-// A valid destination that is on no list, under unknown_destination "ask",
-// needs the owner's approval whatever the amount (spec 4.6, rule 2): the
+// A valid destination that is not trusted (on no list, or only allowed),
+// under unknown_destination "ask", needs the owner's approval whatever the
+// amount (spec 4.6, rule 2): the
 // answer is pending_approval even for an amount the rules would refuse at
 // once when paid, since create checks amounts first (api-decisions.md). The
 // message then says which amount rule the payment would not pass.
@@ -227,18 +228,17 @@ func Check(p *Policy, l *Ledger, pool Pool, subj Subject, dest string, amount *A
 	d, stop := destinationGate(p, subj, dest, now)
 	switch {
 	case stop:
-	case d.MatchedRule == nil: // unknown destination, mode ask
+	case !d.Trusted: // not in the trusted list, mode ask (spec 4.6 rule 2)
 		dest0 := d
 		switch {
-		case !l.asked(d.Destination) && func() bool { l.roll(now); return len(l.Asked) >= NewDestinationsPerDay }():
+		case overNewDestinations(l, d, now):
 			d.Outcome, d.Reason = StatusDeclined, ReasonUnknownDestinationLimit
 			d.Message = fmt.Sprintf("The agent already asked about %d new destinations today.", NewDestinationsPerDay)
 		case amount == nil:
 			d.Outcome, d.ApprovalReason = StatusPendingApproval, ReasonUnknownDestination
-			d.Message = fmt.Sprintf("%s is not a trusted destination; a payment to it would wait for the owner.", d.Destination)
+			d.Message = untrusted(d, "a payment to it would wait for the owner.")
 		default:
-			d = pendingOrMax(p, l, d, ReasonUnknownDestination,
-				fmt.Sprintf("%s is not a trusted destination; a payment to it would wait for the owner, whatever the amount.", d.Destination))
+			d = pendingOrMax(p, l, d, ReasonUnknownDestination, untrusted(d, "a payment to it would wait for the owner, whatever the amount."))
 			if d.Outcome == StatusPendingApproval {
 				if a := amountGates(p, l, pool, Request{Amount: *amount, Destination: dest}, d, now); a.Outcome == StatusDeclined && amountRule(a.Reason) {
 					d.Message += " Amounts are checked first when the payment is made, and this one would be declined: " + a.Message
@@ -256,7 +256,7 @@ func Check(p *Policy, l *Ledger, pool Pool, subj Subject, dest string, amount *A
 		}
 	case amount == nil:
 		d.Outcome = StatusApproved
-		d.Message = fmt.Sprintf("%s is a known destination.", d.Destination)
+		d.Message = fmt.Sprintf("%s is a trusted destination.", d.Destination)
 	default:
 		d = amountGates(p, l, pool, Request{Amount: *amount, Destination: dest}, d, now)
 	}

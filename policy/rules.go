@@ -10,8 +10,8 @@ import (
 
 // Unknown-destination modes.
 const (
-	UnknownAsk     = "ask"     // a destination outside the trusted and allowed lists waits for the owner
-	UnknownDecline = "decline" // it is declined with destination_not_allowed
+	UnknownAsk     = "ask"     // a destination on no list waits for the owner
+	UnknownDecline = "decline" // it is declined with destination_not_allowed (allowed ones still wait)
 )
 
 // Limits of the spec (8.2) that the rules enforce.
@@ -26,10 +26,13 @@ const (
 
 // Rules are the owner-writable fields of a policy (spec 2.6).
 //
-// Destination lists: a blocked pattern always declines. Trusted and allowed
-// patterns both make a destination known, so it skips the unknown-destination
-// step. A non-empty allowed list also turns the policy into an allow list: a
-// destination outside allowed and trusted is declined rather than asked about.
+// Destination lists: a blocked pattern always declines. Only a trusted
+// pattern lets a payment go without the owner's approval (spec 3: a
+// destination not in the trusted list, under "ask", waits for the owner
+// whatever the amount). An allowed pattern makes a destination known
+// without trusting it: payments there wait for the owner, but it never
+// counts among the day's new destinations, and under "decline" it is asked
+// about where a destination on no list is declined.
 type Rules struct {
 	PerSpendLimit         Amount     `json:"per_spend_limit"`
 	DailyCap              Amount     `json:"daily_cap"`
@@ -397,7 +400,6 @@ func Loosens(old, new Rules) bool {
 		new.MaxPending > old.MaxPending,
 		added(old.TrustedDestinations, new.TrustedDestinations),
 		added(new.BlockedDestinations, old.BlockedDestinations),
-		len(old.AllowedDestinations) > 0 && len(new.AllowedDestinations) == 0,
 		added(old.AllowedDestinations, new.AllowedDestinations),
 		old.UnknownDestination == UnknownDecline && new.UnknownDestination == UnknownAsk:
 		return true

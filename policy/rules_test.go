@@ -496,7 +496,6 @@ func TestLoosens(t *testing.T) {
 		{"new allowed pattern", nil, func(r *Rules) {
 			r.AllowedDestinations = pats("shop.store.com", "docs.store.com", "*.cdn.store.com")
 		}, true},
-		{"allow list emptied: leaves allow-list mode", nil, func(r *Rules) { r.AllowedDestinations = nil }, true},
 		{"block removed", nil, func(r *Rules) { r.BlockedDestinations = pats("*.evil.com") }, true},
 		{"block narrowed from a wildcard to one host", nil, func(r *Rules) { r.BlockedDestinations = pats("www.evil.com", "bad.com") }, true},
 		{"later valid_until", nil, func(r *Rules) { r.ValidUntil = timePtr(time.Date(2027, 1, 1, 0, 0, 1, 0, time.UTC)) }, true},
@@ -518,6 +517,7 @@ func TestLoosens(t *testing.T) {
 		{"lower max_pending", nil, func(r *Rules) { r.MaxPending = 4 }, false},
 		{"trusted pattern removed", nil, func(r *Rules) { r.TrustedDestinations = pats("api.vendor.com") }, false},
 		{"allowed pattern removed, list not empty", nil, func(r *Rules) { r.AllowedDestinations = pats("shop.store.com") }, false},
+		{"allowed list emptied", nil, func(r *Rules) { r.AllowedDestinations = nil }, false},
 		{"block added", nil, func(r *Rules) { r.BlockedDestinations = pats("*.evil.com", "bad.com", "worse.com") }, false},
 		{"earlier valid_until", nil, func(r *Rules) { r.ValidUntil = timePtr(time.Date(2026, 12, 31, 0, 0, 0, 0, time.UTC)) }, false},
 		{"valid_until added", func(r *Rules) { r.ValidUntil = nil }, func(r *Rules) { r.ValidUntil = timePtr(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)) }, false},

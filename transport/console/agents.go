@@ -89,7 +89,7 @@ var ruleFields = []ruleField{
 		get: func(r policy.Rules) string { return r.UnknownDestination }, take: func(d *policy.Rules, s policy.Rules) { d.UnknownDestination = s.UnknownDestination }},
 	{Name: "trusted_destinations", Label: "Trusted destinations", Kind: "list", Help: "One host or *.domain per line; paid without asking.",
 		get: func(r policy.Rules) string { return patternsText(r.TrustedDestinations) }, take: func(d *policy.Rules, s policy.Rules) { d.TrustedDestinations = s.TrustedDestinations }},
-	{Name: "allowed_destinations", Label: "Allowed destinations", Kind: "list", Help: "One per line; when not empty, only these and trusted ones are paid.",
+	{Name: "allowed_destinations", Label: "Allowed destinations", Kind: "list", Help: "One per line; known but not trusted: each payment waits for your approval.",
 		get: func(r policy.Rules) string { return patternsText(r.AllowedDestinations) }, take: func(d *policy.Rules, s policy.Rules) { d.AllowedDestinations = s.AllowedDestinations }},
 	{Name: "blocked_destinations", Label: "Blocked destinations", Kind: "list", Help: "One per line; never paid.",
 		get: func(r policy.Rules) string { return patternsText(r.BlockedDestinations) }, take: func(d *policy.Rules, s policy.Rules) { d.BlockedDestinations = s.BlockedDestinations }},
