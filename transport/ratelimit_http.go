@@ -23,7 +23,14 @@ import (
 //   - practice controls (/v1/test/*): also PracticeControl, per owner;
 //     disabled in live, where those routes answer 404;
 //   - a missing or invalid key: InvalidKey, per client IP, counted on
-//     every 401; once it is used up the answer is 429 instead.
+//     every 401; once it is used up the answer is 429 instead;
+//   - the routes that need no key (GET /healthz, /.well-known/jwks.json,
+//     /v1/openapi.json): Public, per client IP, shared by the three and
+//     counted before anything else, a key sent with the request or a
+//     refused version pin included, so that every answer of theirs
+//     carries the RateLimit headers (spec 4). Its values are generous
+//     (see ratelimit.DefaultTable): health probes and receipt key caches
+//     never meet it, a client asking without pause does.
 //
 // The limits are taken in that order and the first refusal stops: a
 // request refused by Key takes nothing from Spends, one refused by Spends
@@ -35,7 +42,7 @@ import (
 // request that creates no spend (a replay, or 4xx) gets its token back
 // (see spendsDaily). The RateLimit headers report the most constraining limit the
 // request passed, the one with the fewest requests left, or the one that
-// refused it. Unauthenticated routes are not limited and send no
+// refused it. A path that is no route (404) is not limited and sends no
 // RateLimit headers; neither does an answer to a key that could not be
 // checked at all (the journal was unreadable: 503). A body whose
 // Content-Length is over 16 KiB is counted like any other request of its
@@ -43,7 +50,10 @@ import (
 // while being read does not (see transportError).
 //
 // InvalidKey is one window per IP whatever environment the bad key
-// claims, so alternating prefixes does not double the attempts.
+// claims, so alternating prefixes does not double the attempts. Public is
+// likewise one bucket per IP: a request without a key has no environment.
+// Both are counted in the practice column of the table, whose live one
+// holds the same values.
 
 // sweepInterval is how often idle buckets are dropped (ratelimit.Sweep).
 const sweepInterval = time.Minute
@@ -84,15 +94,26 @@ func (s *Server) limit(c *call, names ...ratelimit.Name) *apiError {
 // returns the answer: e (401) while the IP has attempts left, 429 once it
 // has none.
 func (s *Server) invalidKey(c *call, e *apiError) *apiError {
-	if s.limits == nil {
-		return e
-	}
-	d := s.limits.Allow(ratelimit.InvalidKey, false, c.ctx.RemoteIP().String())
-	setRate(c, ratelimit.InvalidKey, d)
-	if !d.Allowed {
-		return rateLimited(ratelimit.InvalidKey, false, d)
+	if err := s.limitIP(c, ratelimit.InvalidKey); err != nil {
+		return err
 	}
 	return e
+}
+
+// limitIP takes one token from limit n for the client's IP, the subject
+// of the limits a request without a valid key passes, and answers 429
+// when there is none. It is the only limit such a request passes, so its
+// decision is the one the RateLimit headers report.
+func (s *Server) limitIP(c *call, n ratelimit.Name) *apiError {
+	if s.limits == nil {
+		return nil
+	}
+	d := s.limits.Allow(n, false, c.ctx.RemoteIP().String())
+	setRate(c, n, d)
+	if !d.Allowed {
+		return rateLimited(n, false, d)
+	}
+	return nil
 }
 
 // subject is what limit n counts for principal p (see ratelimit.Name).
@@ -203,9 +224,14 @@ func rateLimited(n ratelimit.Name, livemode bool, d ratelimit.Decision) *apiErro
 	if burst := d.Limit - d.Rate; burst > 0 {
 		pace += " with a burst of " + strconv.Itoa(burst) + " (" + strconv.Itoa(d.Limit) + " at once)"
 	}
-	msg := "Rate limit reached: " + l.what + ", " + pace + " (" + env + ")"
-	if n == ratelimit.InvalidKey {
-		msg = "Rate limit reached: " + l.what + ", " + pace + ". Check the key you send ('Authorization: Bearer svc_...')"
+	msg := "Rate limit reached: " + l.what + ", " + pace
+	switch n {
+	case ratelimit.InvalidKey:
+		msg += ". Check the key you send ('Authorization: Bearer svc_...')"
+	case ratelimit.Public:
+		// No key, so no environment to name.
+	default:
+		msg += " (" + env + ")"
 	}
 	msg += ". Retry after " + wait + " (Retry-After); RateLimit-Remaining tells what is left."
 	return &apiError{code: codeRateLimited, message: msg, retryAfter: max(secs, 1)}
@@ -226,6 +252,7 @@ var limitTexts = sync.OnceValue(func() map[ratelimit.Name]limitText {
 		ratelimit.KeyChanges:      "keys created or rotated by this owner",
 		ratelimit.PracticeControl: "practice control requests of this owner",
 		ratelimit.InvalidKey:      "requests with a missing or invalid key from this IP address",
+		ratelimit.Public:          "requests to the routes that need no key (GET /healthz, /.well-known/jwks.json, /v1/openapi.json) from this IP address",
 	}
 	t := ratelimit.DefaultTable()
 	out := make(map[ratelimit.Name]limitText, len(what))

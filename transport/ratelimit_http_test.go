@@ -520,10 +520,13 @@ func TestRateLimitPerKey(t *testing.T) {
 	// One token every 60 s / 120 = 0.5 s: Retry-After rounds up to 1.
 	want429(t, call(t, s, http.MethodGet, "/v1/balance", e.agentKey, nil, nil), 150, 1, "requests with this key")
 	want429(t, spend(t, s, e.agentKey, newKey(), spendBody("0.10", "api.vendor.com", "/r")), 150, 1, "requests with this key")
-	// Public routes ignore the key and are not limited.
+	// Public routes ignore the key: they count against the client's IP,
+	// 600 a minute plus 100, which the key's refusals took nothing from.
 	r := call(t, s, http.MethodGet, "/healthz", e.agentKey, nil, nil)
 	mustStatus(t, r, http.StatusOK)
-	noRateHeaders(t, "GET /healthz", r)
+	if rt := rateOf(t, r); rt.limit != 700 || rt.remaining < 690 || rt.retryAfter != 0 {
+		t.Errorf("GET /healthz with a used-up key: rate headers %+v, want the public allowance of 700", rt)
+	}
 
 	// Another key of the same agent has its own allowance.
 	r = call(t, s, http.MethodPost, "/v1/agents/"+e.agentID+"/keys", e.owner.TestKey, nil, nil)
@@ -580,9 +583,60 @@ func TestRateLimitInvalidKeysPerIP(t *testing.T) {
 	wantAllowed(t, "bad key after Retry-After", r, 30, 29)
 }
 
-// TestRateLimitHeaders: every answer of a keyed route carries the
-// RateLimit headers, successes and errors alike; routes without a key do
-// not, and neither does anything when the limits are switched off.
+// publicPaths are the routes that need no key.
+var publicPaths = []string{"/healthz", "/.well-known/jwks.json", "/v1/openapi.json"}
+
+// TestRateLimitPublicRoutesPerIP: the routes that need no key share one
+// allowance per client IP, whatever key or version pin a request carries.
+// Every answer reports it in the RateLimit headers, and once it is used up
+// the answer is 429 with Retry-After. The service runs at a hundredth of
+// the limits, where that allowance is 6 a minute plus 1: the test uses it
+// up in 7 requests instead of 700, and sees rate_limit_scale apply to it.
+func TestRateLimitPublicRoutesPerIP(t *testing.T) {
+	s := guardtest.Start(t, guardtest.WithClock(guardtest.NewFakeClock(epoch)),
+		guardtest.WithConfig(func(c *wire.Config) { c.RateLimitScale = 0.01 }))
+	const (
+		limit = 7  // 6 a minute plus a burst of 1
+		every = 10 // seconds to earn one back: 60 / 6
+	)
+	// Clients of their own: the start polled /healthz from 127.0.0.1.
+	a, b := s.From(t, "127.0.0.2"), s.From(t, "127.0.0.3")
+	for i := range limit {
+		path := publicPaths[i%len(publicPaths)]
+		r := call(t, a, http.MethodGet, path, "", nil, nil)
+		mustStatus(t, r, http.StatusOK)
+		wantAllowed(t, fmt.Sprintf("GET %s, request %d", path, i+1), r, limit, limit-1-i)
+		if rt := rateOf(t, r); rt.reset != (i+1)*every {
+			t.Errorf("request %d: RateLimit-Reset %d, want %d", i+1, rt.reset, (i+1)*every)
+		}
+	}
+	const mention = "requests to the routes that need no key (GET /healthz, /.well-known/jwks.json, /v1/openapi.json) from this IP address, 6 per minute with a burst of 1 (7 at once). Retry"
+	for _, path := range publicPaths {
+		want429(t, call(t, a, http.MethodGet, path, "", nil, nil), limit, every, mention)
+	}
+	// The key of a request is not read: a bad one is refused for the IP,
+	// not answered 401.
+	want429(t, call(t, a, http.MethodGet, "/healthz", "svc_test_agent_nope", nil, nil), limit, every, mention)
+
+	// Another address has an allowance of its own. The limit comes before
+	// the version pin, so a refused pin is counted and reports it too.
+	wantAllowed(t, "another IP", call(t, b, http.MethodGet, "/healthz", "", nil, nil), limit, limit-1)
+	r := call(t, b, http.MethodGet, "/v1/openapi.json", "", map[string]string{"Service-Version": "2020-01-01"}, nil)
+	wantError(t, r, http.StatusBadRequest, "invalid_request_error", "unknown_version", "Service-Version")
+	wantAllowed(t, "a refused version pin", r, limit, limit-2)
+
+	// Retry-After later the first address has one request again.
+	advance(s, every)
+	r = call(t, a, http.MethodGet, "/.well-known/jwks.json", "", nil, nil)
+	mustStatus(t, r, http.StatusOK)
+	wantAllowed(t, "after Retry-After", r, limit, 0)
+	want429(t, call(t, a, http.MethodGet, "/healthz", "", nil, nil), limit, every, mention)
+}
+
+// TestRateLimitHeaders: every answer of a route carries the RateLimit
+// headers, successes and errors alike, keyed routes and those without a
+// key; a path that is no route does not, and neither does anything when
+// the limits are switched off.
 func TestRateLimitHeaders(t *testing.T) {
 	e := start(t) // the raised limits guardtest gives every test
 	s := e.srv
@@ -627,10 +681,14 @@ func TestRateLimitHeaders(t *testing.T) {
 			t.Errorf("%s: rate headers %+v", what, rt)
 		}
 	}
-	for _, path := range []string{"/healthz", "/.well-known/jwks.json", "/v1/openapi.json", "/v1/nothing"} {
+	for _, path := range publicPaths {
 		r := call(t, s, http.MethodGet, path, e.agentKey, nil, nil)
-		noRateHeaders(t, "GET "+path, r)
+		mustStatus(t, r, http.StatusOK)
+		if rt := rateOf(t, r); rt.limit <= 0 || rt.retryAfter != 0 {
+			t.Errorf("GET %s: rate headers %+v", path, rt)
+		}
 	}
+	noRateHeaders(t, "GET /v1/nothing", call(t, s, http.MethodGet, "/v1/nothing", e.agentKey, nil, nil))
 	// With an oversize body a bad key is still a 401.
 	wantError(t, call(t, s, http.MethodPost, "/v1/spends", "svc_test_agent_nope", map[string]string{"Idempotency-Key": newKey()}, oversizeSpendBody()),
 		http.StatusUnauthorized, "authentication_error", "invalid_api_key", "")
@@ -644,6 +702,11 @@ func TestRateLimitHeaders(t *testing.T) {
 		wantError(t, r, http.StatusUnauthorized, "authentication_error", "invalid_api_key", "")
 	}
 	noRateHeaders(t, "401 with limits off", r)
+	for _, path := range publicPaths {
+		r = call(t, off.srv, http.MethodGet, path, "", nil, nil)
+		mustStatus(t, r, http.StatusOK)
+		noRateHeaders(t, "GET "+path+" with limits off", r)
+	}
 	// A route that does not exist answers an oversize body with 413 (the
 	// contract has no such route to hold the answer to).
 	wantError(t, call(t, off.srv, http.MethodPost, "/v1/nothing", off.agentKey, nil, oversizeSpendBody()),

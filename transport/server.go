@@ -108,7 +108,7 @@ func NewServer(cfg Config) *Server {
 	// caller on another origin to preflight for.
 	r.HandleOPTIONS = false
 	s.routes(r)
-	notFound := s.wrap(s.public(func(c *call) *apiError {
+	notFound := s.wrap(s.unlimited(func(c *call) *apiError {
 		return badParam(codeRouteNotFound, "", "No route "+string(c.ctx.Method())+" "+string(c.ctx.Path())+" exists; see /v1/openapi.json.")
 	}))
 	r.NotFound = notFound
@@ -146,12 +146,12 @@ func NewServer(cfg Config) *Server {
 	return s
 }
 
-// routes registers every route. Public routes check the version pin
-// first; keyed routes (authed, agentOnly, ownerOnly) authenticate and pass
-// their rate limits before anything else, so that every answer of theirs,
-// a refused version pin included, carries the RateLimit headers. The
-// limits after the handler are those a route passes on top of the
-// per-key one (spec 8.1).
+// routes registers every route. Public routes pass their rate limit and
+// then check the version pin; keyed routes (authed, agentOnly, ownerOnly)
+// authenticate and pass their rate limits before anything else. So every
+// answer of either, a refused version pin included, carries the RateLimit
+// headers. The limits after the handler are those a route passes on top
+// of the per-key one (spec 8.1).
 func (s *Server) routes(r *router.Router) {
 	r.GET("/healthz", s.wrap(s.public(s.health)))
 	r.GET("/.well-known/jwks.json", s.wrap(s.public(s.jwks)))
@@ -427,8 +427,22 @@ func checkVersion(c *call) *apiError {
 	return nil
 }
 
-// public is a route that needs no key: it is not rate limited.
+// public is a route that needs no key. It passes the Public limit, per
+// client IP, before anything else, so that every answer of it carries the
+// RateLimit headers (spec 4), a refused version pin included.
 func (s *Server) public(h handler) handler {
+	h = s.unlimited(h)
+	return func(c *call) *apiError {
+		if err := s.limitIP(c, ratelimit.Public); err != nil {
+			return err
+		}
+		return h(c)
+	}
+}
+
+// unlimited is public without a rate limit: the answer to a path that is
+// no route, which names no route whose limit it could count against.
+func (s *Server) unlimited(h handler) handler {
 	return func(c *call) *apiError {
 		if err := checkVersion(c); err != nil {
 			return err

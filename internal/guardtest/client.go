@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -101,6 +102,19 @@ func (s *Server) Send(method, path, key string, headers map[string]string, body 
 		return r, fmt.Errorf("the answer breaks the API contract: %w\nbody: %s", err, clipBody(raw))
 	}
 	return r, nil
+}
+
+// From returns s sending its requests from the loopback address ip
+// (127.0.0.2, 127.0.0.3, ...) instead of 127.0.0.1: a client the limits
+// per client IP count apart from the others, as they count one on another
+// network. Its connections are closed when the test ends, before the
+// service stops, so that none holds the graceful stop.
+func (s *Server) From(t testing.TB, ip string) *Server {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 10 * time.Second}
+	from := *s
+	from.client = &http.Client{Transport: &http.Transport{DialContext: d.DialContext}, Timeout: s.client.Timeout}
+	t.Cleanup(from.client.CloseIdleConnections)
+	return &from
 }
 
 func clipBody(b []byte) []byte {

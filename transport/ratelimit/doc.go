@@ -20,11 +20,11 @@
 //
 // The subject is what the limit counts: the key id for Key and
 // AdminWrites, the agent id for Spends, SpendsDaily and Check, the owner id
-// for KeyChanges and PracticeControl, the client IP for InvalidKey. A
-// request may pass several limits (every authenticated request passes Key,
-// a payment also Spends and SpendsDaily); the caller checks each and
-// answers with the headers of the one that refused, or of the most
-// specific one.
+// for KeyChanges and PracticeControl, the client IP for InvalidKey and
+// Public. A request may pass several limits (every authenticated request
+// passes Key, a payment also Spends and SpendsDaily); the caller checks
+// each and answers with the headers of the one that refused, or of the
+// most specific one.
 //
 // # Reading of burst
 //

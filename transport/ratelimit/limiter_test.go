@@ -56,6 +56,8 @@ var defaultCases = []struct {
 	{PracticeControl, false, 120, 20, 30 * time.Second, "30"},
 	{InvalidKey, false, 30, 0, 20 * time.Second, "20"},
 	{InvalidKey, true, 30, 0, 20 * time.Second, "20"},
+	{Public, false, 600, 100, 100 * time.Millisecond, "1"},
+	{Public, true, 600, 100, 100 * time.Millisecond, "1"},
 	{SignIn, false, 10, 5, 90 * time.Second, "90"},
 	{SignIn, true, 10, 5, 90 * time.Second, "90"},
 	{SignInAccount, false, 20, 10, 45 * time.Second, "45"},

@@ -21,6 +21,13 @@ const (
 	KeyChanges      Name = "key_changes"      // rotate or create keys per day, per owner id
 	PracticeControl Name = "practice_control" // /v1/test/*, per owner id
 	InvalidKey      Name = "invalid_key"      // invalid or missing key, per client IP
+	// Public counts the requests to the routes that need no key (health,
+	// receipt keys, the API document) per client IP. Spec 4 has every
+	// answer carry the RateLimit headers, and without a limit of their
+	// own these routes would be the one place an address could make the
+	// server work (the API document is its largest answer) without any
+	// bound. Not in spec 8.1, which lists the limits of keys.
+	Public Name = "public"
 	// SignIn counts console sign-in attempts per client IP (subject
 	// "ip|…"), before any password is hashed. Not per e-mail: a count per
 	// account is one a stranger who knows the e-mail fills, locking the
@@ -38,7 +45,7 @@ const (
 
 // names lists every Name in table order; a Name's position is its index in
 // the limiter's parameter array.
-var names = [...]Name{Key, Spends, SpendsDaily, Check, AdminWrites, KeyChanges, PracticeControl, InvalidKey, SignIn, SignInAccount}
+var names = [...]Name{Key, Spends, SpendsDaily, Check, AdminWrites, KeyChanges, PracticeControl, InvalidKey, Public, SignIn, SignInAccount}
 
 // numNames is the number of limits.
 const numNames = len(names)
@@ -66,10 +73,12 @@ func (n Name) index() int {
 		return 6
 	case InvalidKey:
 		return 7
-	case SignIn:
+	case Public:
 		return 8
-	case SignInAccount:
+	case SignIn:
 		return 9
+	case SignInAccount:
+		return 10
 	}
 	return -1
 }
@@ -93,6 +102,18 @@ type Table struct {
 // in live: the limiter reports it disabled and the route answers 404.
 func DefaultTable() Table {
 	const day = 24 * time.Hour
+	// public is the Public limit, the same in both environments: a
+	// request without a key has no environment, and the server counts it
+	// in the practice column. 600 a minute (one every 100 ms) with 100 at
+	// once is far above what the routes' callers send: a load balancer
+	// probes /healthz every 5 to 30 s from each of its nodes, Kubernetes
+	// probes every 10 s, and a receipt verifier keeps the JWKS for its
+	// max-age of 5 minutes, fetching it again only on a key id it does not
+	// know. Those callers often share one address (a balancer's nodes, a
+	// NAT gateway in front of many verifiers), and the burst covers such a
+	// fleet restarting at once. What the limit stops is one address asking
+	// without pause, 10 a second at most once the burst is spent.
+	public := Limit{Rate: 600, Window: time.Minute, Burst: 100}
 	return Table{
 		Practice: map[Name]Limit{
 			Key:             {Rate: 120, Window: time.Minute, Burst: 30},
@@ -103,6 +124,7 @@ func DefaultTable() Table {
 			KeyChanges:      {Rate: 50, Window: day, Burst: 0},
 			PracticeControl: {Rate: 120, Window: time.Hour, Burst: 20},
 			InvalidKey:      {Rate: 30, Window: 10 * time.Minute, Burst: 0},
+			Public:          public,
 			SignIn:          {Rate: 10, Window: 15 * time.Minute, Burst: 5},
 			SignInAccount:   {Rate: 20, Window: 15 * time.Minute, Burst: 10},
 		},
@@ -115,6 +137,7 @@ func DefaultTable() Table {
 			KeyChanges:      {Rate: 10, Window: day, Burst: 0},
 			PracticeControl: {Rate: 0, Window: time.Hour, Burst: 20},
 			InvalidKey:      {Rate: 30, Window: 10 * time.Minute, Burst: 0},
+			Public:          public,
 			SignIn:          {Rate: 10, Window: 15 * time.Minute, Burst: 5},
 			SignInAccount:   {Rate: 20, Window: 15 * time.Minute, Burst: 10},
 		},

@@ -21,7 +21,8 @@ func TestDefaultTableWindows(t *testing.T) {
 	want := map[Name]time.Duration{
 		Key: time.Minute, Spends: time.Minute, SpendsDaily: 24 * time.Hour,
 		Check: time.Minute, AdminWrites: time.Minute, KeyChanges: 24 * time.Hour,
-		PracticeControl: time.Hour, InvalidKey: 10 * time.Minute, SignIn: 15 * time.Minute, SignInAccount: 15 * time.Minute,
+		PracticeControl: time.Hour, InvalidKey: 10 * time.Minute, Public: time.Minute,
+		SignIn: 15 * time.Minute, SignInAccount: 15 * time.Minute,
 	}
 	tab := DefaultTable()
 	for n, w := range want {
@@ -31,6 +32,18 @@ func TestDefaultTableWindows(t *testing.T) {
 	}
 	if tab.Live[PracticeControl].Rate != 0 {
 		t.Errorf("live practice control rate = %d, want 0", tab.Live[PracticeControl].Rate)
+	}
+}
+
+// TestKeylessLimitsSameInBothEnvironments: InvalidKey and Public count
+// requests that carry no valid key, so no environment; the server counts
+// them in the practice column, and the live one must not say otherwise.
+func TestKeylessLimitsSameInBothEnvironments(t *testing.T) {
+	tab := DefaultTable()
+	for _, n := range []Name{InvalidKey, Public} {
+		if tab.Practice[n] != tab.Live[n] {
+			t.Errorf("%s: practice %+v, live %+v; want the same", n, tab.Practice[n], tab.Live[n])
+		}
 	}
 }
 
@@ -165,8 +178,8 @@ func TestValidateAcceptsEdgeValues(t *testing.T) {
 
 func TestNames(t *testing.T) {
 	got := Names()
-	if len(got) != 10 {
-		t.Fatalf("Names() has %d entries, want 10", len(got))
+	if len(got) != 11 {
+		t.Fatalf("Names() has %d entries, want 11", len(got))
 	}
 	for i, n := range got {
 		if n.index() != i {
