@@ -67,6 +67,10 @@
 // (coordinated omission). Requests still due when the window closes on a
 // connection that is behind are reported as not sent. That answers the
 // operator's other question: at the rate we expect, what latency?
+// Config.CapacityP99 turns it round, at what rate that latency: after the
+// unpaced spends phase, paced spends phases at rates bisected below it
+// find the most spends/s whose p99 stays within the bound
+// (CapacityReport).
 //
 // A request counts when it was answered inside the measured window and,
 // in a closed loop, started in it; in an open loop, was due in it, however
