@@ -839,6 +839,33 @@ func TestNewDestinationsPerDay(t *testing.T) {
 	}
 }
 
+// TestAllowedDestinationWaitsForTheOwner: only a trusted destination is
+// paid without approval (spec 3, 4.6 rule 2). An allowed one waits for the
+// owner, whatever the amount, with its pattern as destination_rule; a
+// non-empty allowed list does not decline a destination on no list, which
+// waits for the owner too.
+func TestAllowedDestinationWaitsForTheOwner(t *testing.T) {
+	e := start(t)
+	s := e.srv
+	_, key := s.NewAgent(t, e.owner.TestKey, `{"allowed_destinations":["*.store.com"],"trusted_destinations":["api.vendor.com"],"approval_over":"5.00"}`)
+	sp := created(t, s, key, spendBody("0.50", "shop.store.com", "/v1/data"))
+	if sp["status"] != "pending_approval" || sp["approval_reason"] != "unknown_destination" || sp["destination_rule"] != "*.store.com" {
+		t.Errorf("allowed destination: status %v, approval_reason %v, destination_rule %v; want pending_approval, unknown_destination, *.store.com",
+			sp["status"], sp["approval_reason"], sp["destination_rule"])
+	}
+	r := call(t, s, http.MethodPost, "/v1/spends/check", key, nil, `{"destination":"shop.store.com","amount":"0.50"}`)
+	mustStatus(t, r, http.StatusOK)
+	if r.Body["decision"] != "pending_approval" || r.Body["reason"] != "unknown_destination" || r.Body["matched_rule"] != "*.store.com" || r.Body["allowed"] != false {
+		t.Errorf("check of an allowed destination: %s", r.Raw)
+	}
+	if sp := created(t, s, key, spendBody("0.50", "other.com", "/v1/data")); sp["status"] != "pending_approval" || sp["decline_reason"] != nil {
+		t.Errorf("destination on no list beside an allowed list: %v / %v, want pending_approval", sp["status"], sp["decline_reason"])
+	}
+	if sp := created(t, s, key, spendBody("0.50", "api.vendor.com", "/v1/data")); sp["status"] != "settled" {
+		t.Errorf("trusted destination: %v / %v, want settled", sp["status"], sp["decline_reason"])
+	}
+}
+
 func TestBalance(t *testing.T) {
 	e := start(t)
 	s := e.srv
