@@ -90,6 +90,19 @@ func TestRunInProcess(t *testing.T) {
 		if math.Abs(sum-float64(p.Requests)) > 0.5 {
 			t.Errorf("%s: the tenths hold %.1f answers, the window %d", p.Name, sum, p.Requests)
 		}
+		// Each tenth's p99 is of its own answers: at most the window's
+		// maximum (to the microsecond it is rounded up to), and the
+		// window's p99 lies between the lowest and the highest of them
+		// (the window's is a bucket's upper bound, under 1 % above the
+		// value). A tenth without answers has 0.
+		if len(p.TimelineP99) != timelineSlices {
+			t.Errorf("%s: p99 of %d tenths, want %d", p.Name, len(p.TimelineP99), timelineSlices)
+		} else {
+			lo, hi := slices.Min(p.TimelineP99), slices.Max(p.TimelineP99)
+			if hi <= 0 || hi > p.Latency.Max+0.001 || p.Latency.P99 < lo || p.Latency.P99 > 1.01*hi+0.001 {
+				t.Errorf("%s: p99 by tenth %v against the window's p99 %.3f and max %.3f", p.Name, p.TimelineP99, p.Latency.P99, p.Latency.Max)
+			}
+		}
 		l := p.Latency
 		if !(0 < l.P50 && l.P50 <= l.P90 && l.P90 <= l.P99 && l.P99 <= l.P999 && l.P999 <= l.Max) {
 			t.Errorf("%s: latency percentiles out of order: %+v", p.Name, l)
@@ -183,6 +196,34 @@ func TestRunOnlyTheChosenPhases(t *testing.T) {
 	}
 }
 
+// TestP99ByNearestRank: the p99 of a tenth is the smallest latency that
+// at least 99 % of its answers do not exceed, and a latency is rounded up
+// to the microsecond, never down.
+func TestP99ByNearestRank(t *testing.T) {
+	hundred := make([]uint32, 100)
+	for i := range hundred {
+		hundred[i] = uint32(100 - i) // 100 µs down to 1 µs, unsorted
+	}
+	if got := p99Millis(hundred); got != 0.099 {
+		t.Errorf("p99 of 1..100 µs = %v ms, want 0.099", got)
+	}
+	if got := p99Millis([]uint32{7000}); got != 7 {
+		t.Errorf("p99 of one answer of 7 ms = %v", got)
+	}
+	if got := p99Millis(append(make([]uint32, 98), 5000, 9000)); got != 5 {
+		t.Errorf("p99 of 98 zeros, 5 ms and 9 ms = %v, want 5 (the 99th of 100)", got)
+	}
+	if got := p99Millis(nil); got != 0 {
+		t.Errorf("p99 of none = %v", got)
+	}
+	if got := micros(1500*time.Nanosecond + 1); got != 2 {
+		t.Errorf("micros(1.5 µs) = %d, want 2 (rounded up)", got)
+	}
+	if got := micros(3 * time.Hour); got != math.MaxUint32 {
+		t.Errorf("micros(3 h) = %d, want the cap", got)
+	}
+}
+
 // TestTenthOf puts each moment of the window in its tenth.
 func TestTenthOf(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -235,7 +276,7 @@ func TestRunAtAnOfferedRate(t *testing.T) {
 	}
 	var text bytes.Buffer
 	rep.WriteText(&text)
-	for _, want := range []string{"paced at 100 requests/s", "offered/s"} {
+	for _, want := range []string{"paced at 100 requests/s", "offered/s", "p99 by tenth, ms"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text report lacks %q:\n%s", want, text.String())
 		}

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,8 +42,11 @@ type worker struct {
 	statuses map[string]int64
 	declines map[string]int64
 	errs     map[string]int64
-	// tenths counts the answers of each tenth of the measured window.
-	tenths [timelineSlices]int64
+	// tenths counts the answers of each tenth of the measured window, and
+	// tenthMicros holds their latencies, in microseconds, for each tenth's
+	// p99 (PhaseReport.TimelineP99).
+	tenths      [timelineSlices]int64
+	tenthMicros [timelineSlices][]uint32
 	// pace is the worker's schedule in an open-loop run (Config.Rate),
 	// nil in a closed-loop one; notSent counts the requests it had due in
 	// the window but never sent, because the service fell behind.
@@ -85,6 +90,26 @@ func (p *pacer) dueBefore(end time.Time) int64 {
 		return 0
 	}
 	return int64((end.Sub(p.next) + p.interval - 1) / p.interval)
+}
+
+// micros is d in whole microseconds, rounded up (a latency is never
+// understated) and capped at what a uint32 holds (71 minutes, past any
+// request's timeout).
+func micros(d time.Duration) uint32 {
+	us := (d + time.Microsecond - 1) / time.Microsecond
+	return uint32(min(max(us, 0), math.MaxUint32))
+}
+
+// p99Millis is the 99th percentile of latencies given in microseconds, in
+// milliseconds, by nearest rank (the smallest value that at least 99 % of
+// them do not exceed); 0 for none. It sorts us.
+func p99Millis(us []uint32) float64 {
+	if len(us) == 0 {
+		return 0
+	}
+	slices.Sort(us)
+	rank := (len(us)*99 + 99) / 100 // ceil(0.99 n)
+	return float64(us[rank-1]) / 1000
 }
 
 // timelineSlices is how many equal slices of the measured window
@@ -283,6 +308,7 @@ func mergeWorkers(workers []*worker) *worker {
 		}
 		for i, n := range w.tenths {
 			total.tenths[i] += n
+			total.tenthMicros[i] = append(total.tenthMicros[i], w.tenthMicros[i]...)
 		}
 		total.notSent += w.notSent
 		total.unanswered += w.unanswered
@@ -313,8 +339,10 @@ func phaseReport(ph phase, cfg Config, total *worker, window *windowWatch, start
 	if !window.cut { // a cancelled run's last tenths would only look slow
 		slice := secs / timelineSlices
 		r.Timeline = make([]float64, timelineSlices)
+		r.TimelineP99 = make([]float64, timelineSlices)
 		for i, n := range total.tenths {
 			r.Timeline[i] = float64(n) / slice
+			r.TimelineP99[i] = p99Millis(total.tenthMicros[i])
 		}
 	}
 	if ph.spends {
@@ -420,7 +448,9 @@ func (w *worker) record(ph phase, sc int, body []byte, err error, due, t1, start
 	}
 	w.answered++
 	w.hist.Record(t1.Sub(due))
-	w.tenths[tenthOf(t1, start, end)]++
+	tenth := tenthOf(t1, start, end)
+	w.tenths[tenth]++
+	w.tenthMicros[tenth] = append(w.tenthMicros[tenth], micros(t1.Sub(due)))
 	if sc < 200 || sc > 299 {
 		w.errs[strconv.Itoa(sc)+" "+jsonField(body, "code")]++
 		return

@@ -152,6 +152,12 @@ type PhaseReport struct {
 	// the service slows as it runs (its files grow, its memory fills):
 	// a short run would hide it.
 	Timeline []float64 `json:"per_second_by_tenth,omitempty"`
+	// TimelineP99 is the 99th percentile latency, in milliseconds, of the
+	// answers of each tenth (0 for a tenth without any). A tail made by a
+	// few stalls shows as a few high tenths among low ones, a tail that
+	// grows as the run goes as a rising line: the one p99 of the window
+	// cannot tell them apart.
+	TimelineP99 []float64 `json:"p99_ms_by_tenth,omitempty"`
 	// ProcessCPU is the CPU this process used in the window, in percent
 	// of one core (in-process: the service and the load generator; against
 	// a target: the load generator alone). 0 when not measured.
@@ -454,7 +460,7 @@ func cutMark(p PhaseReport) string {
 // what was left unanswered, CPU.
 func (r *Report) writeCommon(w io.Writer, p PhaseReport) {
 	writePace(w, p)
-	writeTimeline(w, p.Timeline)
+	writeTimeline(w, p.Timeline, p.TimelineP99)
 	writeLatency(w, p.Latency)
 	writeUnanswered(w, p)
 	writeCPU(w, p, r.Target != "", r.NumCPU)
@@ -601,9 +607,9 @@ func writePace(w io.Writer, p PhaseReport) {
 	fmt.Fprintln(w)
 }
 
-// writeTimeline prints the rate of each tenth of the window, to show
-// whether it held.
-func writeTimeline(w io.Writer, t []float64) {
+// writeTimeline prints the rate and the p99 of each tenth of the window,
+// to show whether they held.
+func writeTimeline(w io.Writer, t, p99 []float64) {
 	if len(t) == 0 {
 		return
 	}
@@ -612,6 +618,14 @@ func writeTimeline(w io.Writer, t []float64) {
 		fmt.Fprintf(&b, " %.0f", v)
 	}
 	fmt.Fprintf(w, "  by tenth, /s     %s\n", b.String())
+	if len(p99) == 0 {
+		return
+	}
+	b.Reset()
+	for _, v := range p99 {
+		fmt.Fprintf(&b, " %.1f", v)
+	}
+	fmt.Fprintf(w, "  p99 by tenth, ms %s\n", b.String())
 }
 
 func writeLatency(w io.Writer, l LatencyReport) {
