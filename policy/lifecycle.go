@@ -219,10 +219,10 @@ type CheckResult struct {
 //
 // A valid destination that is not trusted (on no list, or only allowed),
 // under unknown_destination "ask", needs the owner's approval whatever the
-// amount (spec 4.6, rule 2): the
-// answer is pending_approval even for an amount the rules would refuse at
-// once when paid, since create checks amounts first (api-decisions.md). The
-// message then says which amount rule the payment would not pass.
+// amount (spec 4.6, rule 2): the answer is pending_approval even for an
+// amount the rules would refuse at once when paid, since create checks
+// amounts first (api-decisions.md). The message then says which amount
+// rule the payment would not pass.
 func Check(p *Policy, l *Ledger, pool Pool, subj Subject, dest string, amount *Amount, now time.Time) CheckResult {
 	now = now.UTC()
 	d, stop := destinationGate(p, subj, dest, now)
