@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/agentpay/guard/persistence"
@@ -57,3 +58,41 @@ func (s *System) PingAgent(ctx context.Context, agentID string) error {
 // Reload asks an agent's actor to reload its rules, as a loosening coming
 // due does.
 func (s *System) Reload(agentID string) { s.send(agentID, &reloadAgent{reply: make(chan error, 1)}) }
+
+// SweepExpiredEvents runs the event retention sweep now.
+func (s *System) SweepExpiredEvents(ctx context.Context) (int, error) {
+	return s.sweepExpiredEvents(ctx)
+}
+
+// EventKeys lists the sequences of an environment's stored events, and
+// IndexedEventIDs which of ids the id index still holds: what the disk has,
+// whatever the lists show.
+func (s *System) EventKeys(ownerID string, env Env) (seqs []uint64, ids []string) {
+	prefix := prefixOf(ownerID, string(env))
+	_ = s.store.Scan(bEvents, prefix, nil, false, func(k, v []byte) bool {
+		var ev StoredEvent
+		if json.Unmarshal(v, &ev) == nil {
+			seqs = append(seqs, ev.Sequence)
+			ids = append(ids, ev.ID)
+		}
+		return true
+	})
+	return seqs, ids
+}
+
+func (s *System) IndexedEventIDs(ids []string) []string {
+	var out []string
+	for _, id := range ids {
+		if v, err := s.store.Get(bEventIDs, []byte(id)); err == nil && v != nil {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// SetEventSweepBatch makes the retention sweep delete at most n events a
+// journal record until restore is called.
+func SetEventSweepBatch(n int) (restore func()) {
+	old := eventSweepBatch.Swap(int64(n))
+	return func() { eventSweepBatch.Store(old) }
+}

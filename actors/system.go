@@ -197,7 +197,9 @@ type System struct {
 	// sentTotal counts messages sent to agents, so Quiesce can tell that
 	// nothing moved while it looked.
 	sentTotal atomic.Uint64
-	closed    atomic.Bool
+	// eventsDeleted counts the events the retention sweep deleted.
+	eventsDeleted atomic.Uint64
+	closed        atomic.Bool
 }
 
 // poolWorkers is how many goroutines the worker pool keeps: enough for the
@@ -241,6 +243,7 @@ func New(cfg Config) (*System, error) {
 		return nil, err
 	}
 	s.notifier = startNotifier(s)
+	s.startEventRetention()
 	return s, nil
 }
 

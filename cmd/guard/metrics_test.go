@@ -55,6 +55,7 @@ func TestServeMetricsListener(t *testing.T) {
 		`guard_http_request_duration_seconds_count{method="POST",route="/v1/spends"} 1`,
 		`guard_events_total{livemode="false",type="spend.settled"} 1`,
 		`guard_agents_active 1`,
+		`guard_events_deleted_total 0`,
 		`guard_journal_commit_failures_total 0`,
 	}
 	var metrics string

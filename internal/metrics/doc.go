@@ -18,6 +18,8 @@
 //     scraped; nothing on the commit path changes.
 //   - guard_agents_active: agents activated now (passivated ones cost
 //     nothing and are not counted).
+//   - guard_events_deleted_total: events the retention sweep deleted from
+//     the data file, 30 days and a day after they were made.
 //   - go_* and process_*: the runtime and the process, from the client
 //     library's own collectors.
 //

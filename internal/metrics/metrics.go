@@ -142,13 +142,18 @@ func (m *Metrics) CountEvent(ev actors.StoredEvent) {
 	v.(prometheus.Counter).Inc()
 }
 
-// WatchSystem counts the system's events and reports its active agents.
+// WatchSystem counts the system's events and reports its active agents
+// and the events its retention sweep deleted.
 func (m *Metrics) WatchSystem(sys *actors.System) {
 	sys.Subscribe(m.CountEvent)
 	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "guard_agents_active",
 		Help: "Agents activated now (an agent idle for idle_timeout is passivated and no longer counted).",
 	}, func() float64 { return float64(sys.ActiveAgents()) }))
+	m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "guard_events_deleted_total",
+		Help: "Events deleted from the data file past their retention (30 days and a day).",
+	}, func() float64 { return float64(sys.EventsDeleted()) }))
 }
 
 // Handler serves the operator listener: GET /metrics in the Prometheus
