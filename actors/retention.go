@@ -23,8 +23,14 @@ const (
 	// EventDeleteAfter is the age, on its environment's clock, at which an
 	// event is deleted.
 	EventDeleteAfter = EventRetention + 24*time.Hour
-	// eventSweepEvery is how often the retention sweep runs.
-	eventSweepEvery = time.Hour
+	// eventSweepEvery is how often the retention sweep runs: often enough
+	// that each run has a few minutes' events to delete, not a burst of an
+	// hour's.
+	eventSweepEvery = 10 * time.Minute
+	// eventSweepPause separates the sweep's records, so that the payments'
+	// commits and the checkpoints interleave with a large first sweep
+	// instead of queueing behind it.
+	eventSweepPause = 20 * time.Millisecond
 	// eventSweepFirst is how long after the start the first sweep waits,
 	// so that it never competes with the catch-up of a restart.
 	eventSweepFirst = time.Minute
@@ -53,7 +59,9 @@ func (s *System) startEventRetention() {
 			case <-t.C:
 			}
 			s.busy.add(1)
+			began := time.Now()
 			n, err := s.sweepExpiredEvents(s.ctx)
+			took := time.Since(began).Round(time.Millisecond)
 			s.busy.add(-1)
 			switch {
 			case err != nil && s.ctx.Err() == nil:
@@ -61,7 +69,7 @@ func (s *System) startEventRetention() {
 					"deleted", n, "err", err)
 			case n > 0:
 				s.log.Info("deleted events past their retention", "deleted", n,
-					"older_than_days", int(EventDeleteAfter.Hours()/24))
+					"older_than_days", int(EventDeleteAfter.Hours()/24), "took", took)
 			}
 			t.Reset(eventSweepEvery)
 		}
@@ -119,12 +127,20 @@ func (s *System) sweepEnvEvents(ctx context.Context, ownerID string, env Env) (i
 			return nil
 		}
 		err := s.store.Append(s.store.Gen(), persistence.Record{Ops: ops}).Wait(ctx)
-		if err == nil {
-			deleted += len(ops) / 2
-			s.eventsDeleted.Add(uint64(len(ops) / 2))
+		if err != nil {
+			return err
 		}
+		deleted += len(ops) / 2
+		s.eventsDeleted.Add(uint64(len(ops) / 2))
 		ops = nil
-		return err
+		t := time.NewTimer(eventSweepPause)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return nil
+		}
 	}
 	err := s.store.Scan(bEvents, prefixOf(ownerID, string(env)), nil, false, func(k, v []byte) bool {
 		if heldKey != nil {
