@@ -2,6 +2,7 @@ package actors
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -72,6 +73,40 @@ type pager struct {
 }
 
 func (pg pager) run(cursorKey []byte) (Page, error) {
+	return pg.walk(cursorKey, func(from []byte, reverse bool, fn func(k, v []byte) bool) error {
+		return pg.sys.store.Scan(pg.bucket, pg.prefix, from, reverse, fn)
+	})
+}
+
+// runOver is run over keys of pg's index held in memory, in ascending
+// order, walked as Scan walks the bucket (values are nil).
+func (pg pager) runOver(keys [][]byte, cursorKey []byte) (Page, error) {
+	return pg.walk(cursorKey, func(from []byte, reverse bool, fn func(k, v []byte) bool) error {
+		if reverse {
+			for i := len(keys) - 1; i >= 0; i-- {
+				if from != nil && bytes.Compare(keys[i], from) > 0 {
+					continue
+				}
+				if !fn(keys[i], nil) {
+					break
+				}
+			}
+			return nil
+		}
+		for _, k := range keys {
+			if from != nil && bytes.Compare(k, from) < 0 {
+				continue
+			}
+			if !fn(k, nil) {
+				break
+			}
+		}
+		return nil
+	})
+}
+
+// walk makes the page from the entries scan visits.
+func (pg pager) walk(cursorKey []byte, scan func(from []byte, reverse bool, fn func(k, v []byte) bool) error) (Page, error) {
 	limit := pg.q.Limit
 	forward := pg.q.EndingBefore != ""
 	var from []byte
@@ -81,7 +116,7 @@ func (pg pager) run(cursorKey []byte) (Page, error) {
 	var items [][]byte
 	var loadErr error
 	more := false
-	err := pg.sys.store.Scan(pg.bucket, pg.prefix, from, !forward, func(k, v []byte) bool {
+	err := scan(from, !forward, func(k, v []byte) bool {
 		if cursorKey != nil && bytes.Equal(k, cursorKey) {
 			return true // the cursor itself is not part of the page
 		}
@@ -182,14 +217,51 @@ func (s *System) ListSpends(p Principal, q ListParams) (Page, error) {
 		}
 		return raw, sp.CreatedAt, true, nil
 	}
+	var key []byte
 	if cursor != "" {
-		key, err := pg.startAt(q, cursor, "a spend")
-		if err != nil {
+		if key, err = pg.startAt(q, cursor, "a spend"); err != nil {
 			return Page{}, err
 		}
-		return pg.run(key)
 	}
-	return pg.run(nil)
+	if q.Status.Holds() {
+		// The spends that hold allowance are few and indexed apart: the
+		// page is made from them, not by reading the whole history for
+		// the odd one waiting.
+		keys, err := s.activeSpendKeys(pg)
+		if err != nil {
+			return Page{}, ErrUnavailable
+		}
+		return pg.runOver(keys, key)
+	}
+	return pg.run(key)
+}
+
+// activeSpendKeys lists, in pg's index and in ascending order, the keys of
+// the spends that hold allowance now (bActive) among those pg lists: one
+// agent's, or every agent's of an owner's environment (archived ones
+// included: what they had approved still settles).
+func (s *System) activeSpendKeys(pg pager) ([][]byte, error) {
+	var agents []string
+	if pg.bucket == bAgentSpends {
+		agents = []string{string(pg.prefix[:len(pg.prefix)-1])}
+	} else if err := s.store.Scan(bOwnerAgents, pg.prefix, nil, false, func(k, _ []byte) bool {
+		agents = append(agents, string(k[len(pg.prefix):]))
+		return true
+	}); err != nil {
+		return nil, err
+	}
+	var keys [][]byte
+	for _, id := range agents {
+		prefix := prefixOf(id)
+		if err := s.store.Scan(bActive, prefix, nil, false, func(k, _ []byte) bool {
+			keys = append(keys, append(append([]byte{}, pg.prefix...), k[len(prefix):]...))
+			return true
+		}); err != nil {
+			return nil, err
+		}
+	}
+	slices.SortFunc(keys, bytes.Compare)
+	return keys, nil
 }
 
 // ListReceipts lists the receipts the principal may see, in the order of
