@@ -90,7 +90,7 @@ func (s *System) CreateOwner(ctx context.Context, name, email, passwordHash stri
 		}
 		c.put(bEnvs, join(o.ID, string(env)), st)
 		k, secret := newKey(KindOwner, o.ID, "", env, now)
-		c.put(bKeys, []byte(k.ID), k)
+		c.putKey(k)
 		c.putRaw(bKeyDigests, []byte(k.Digest), []byte(k.ID))
 		out.Keys[env] = secret
 	}
@@ -200,7 +200,7 @@ func (s *System) CreateAgentKey(ctx context.Context, p Principal, agentID string
 	}
 	c := &change{}
 	env.mu.Lock()
-	c.put(bKeys, []byte(k.ID), k)
+	c.putKey(k)
 	c.putRaw(bKeyDigests, []byte(k.Digest), []byte(k.ID))
 	c.event(env, agentID, "api_key.created", s.keyView(k), audienceOwner, now)
 	t := s.commit(s.store.Gen(), env, c)

@@ -124,6 +124,7 @@ func (a *agentActor) changeAgent(m *agentAction) {
 	var revoked []string
 	elsewhere := 0 // archived agents of the owner's other environment
 	var waiting []policy.Policy
+	var keys []APIKey // the agent's, which an archive revokes
 	if m.action == ActionArchive {
 		// An archived agent's rules are its last: the loosenings still
 		// waiting will never apply, and the owner hears so now, not an
@@ -134,6 +135,10 @@ func (a *agentActor) changeAgent(m *agentAction) {
 			return
 		}
 		waiting = hist.pending
+		if keys, err = a.sys.agentKeys(ag.OwnerID, EnvOf(ag.Livemode), a.id); err != nil {
+			m.reply <- agentActionReply{err: ErrUnavailable}
+			return
+		}
 		// The quota is per owner (spec 8.3), practice and live together.
 		// archiveMu orders every archive, so two agents archived at once,
 		// in either environment, cannot both take the last place; the
@@ -216,10 +221,10 @@ func (a *agentActor) changeAgent(m *agentAction) {
 		for _, w := range waiting {
 			a.cancelVersion(c, w, now)
 		}
-		for _, k := range a.sys.agentKeys(a.id) {
+		for _, k := range keys {
 			if k.RevokedAt == nil {
 				k.RevokedAt = &now
-				c.put(bKeys, []byte(k.ID), k)
+				c.putKey(k)
 				c.event(a.env, a.id, "api_key.revoked", a.sys.keyView(k), audienceOwner, now)
 				revoked = append(revoked, k.Digest)
 			}
@@ -272,16 +277,13 @@ type writtenSpend struct {
 }
 
 // agentKeys lists the stored keys of one agent.
-func (s *System) agentKeys(agentID string) []APIKey {
+func (s *System) agentKeys(ownerID string, env Env, agentID string) ([]APIKey, error) {
 	var out []APIKey
-	_ = s.store.Scan(bKeys, nil, nil, false, func(_, v []byte) bool {
-		var k APIKey
-		if json.Unmarshal(v, &k) == nil && k.AgentID == agentID {
-			out = append(out, k)
-		}
+	err := s.ownerKeys(ownerID, env, false, "", func(id string) bool { return id == agentID }, func(k APIKey) bool {
+		out = append(out, k)
 		return true
 	})
-	return out
+	return out, err
 }
 
 // ListAgents lists the owner's agents of the key's environment, newest
@@ -353,7 +355,7 @@ func (s *System) RevokeKey(ctx context.Context, p Principal, keyID string) (KeyV
 	k.RevokedAt = &revoked
 	c := &change{}
 	env.mu.Lock()
-	c.put(bKeys, []byte(k.ID), k)
+	c.putKey(k)
 	c.event(env, k.AgentID, "api_key.revoked", s.keyView(k), audienceOwner, now)
 	t := s.commit(s.store.Gen(), env, c)
 	env.mu.Unlock()
@@ -368,8 +370,8 @@ func (s *System) RevokeKey(ctx context.Context, p Principal, keyID string) (KeyV
 // ListKeyPage lists one page of the owner's keys of the environment,
 // newest first (never secrets), optionally of one agent. Revoked and
 // rotated keys stay listed, so the list only grows: it is paged like the
-// others. Keys live in one bucket ordered by id, that is by creation
-// time, across owners; the page is that order filtered to the owner.
+// others. The page walks the owner's index of keys (keys_index.go), whose
+// ids sort by creation time.
 func (s *System) ListKeyPage(p Principal, q ListParams) (Page, error) {
 	q.Limit = normalizeLimit(q.Limit)
 	cursor, err := cursorOf(q, "key", "a key")
@@ -381,12 +383,16 @@ func (s *System) ListKeyPage(p Principal, q ListParams) (Page, error) {
 			return Page{}, &Error{Code: CodeParameterInvalid, Param: "agent_id", Message: "agent_id names no agent of this owner and environment."}
 		}
 	}
-	pg := pager{sys: s, q: q, bucket: bKeys}
-	pg.load = func(_, v []byte) ([]byte, time.Time, bool, error) {
-		var k APIKey
-		if json.Unmarshal(v, &k) != nil || k.OwnerID != p.OwnerID || k.Livemode != p.Livemode ||
-			q.AgentID != "" && k.AgentID != q.AgentID {
+	pg := pager{sys: s, q: q, bucket: bOwnerKeys, prefix: prefixOf(p.OwnerID, string(p.Env()))}
+	pg.load = func(key, agentID []byte) ([]byte, time.Time, bool, error) {
+		if q.AgentID != "" && string(agentID) != q.AgentID {
 			return nil, time.Time{}, false, nil
+		}
+		var k APIKey
+		if found, err := s.getJSON(bKeys, key[len(pg.prefix):], &k); err != nil {
+			return nil, time.Time{}, false, err
+		} else if !found {
+			return nil, time.Time{}, false, nil // deleted since: a practice reset's sweep
 		}
 		raw, err := json.Marshal(s.keyView(k))
 		return raw, k.CreatedAt, true, err
@@ -410,11 +416,8 @@ func (s *System) ListKeyPage(p Principal, q ListParams) (Page, error) {
 // secrets), for the console's one page of keys.
 func (s *System) ListKeys(p Principal) ([]KeyView, error) {
 	var out []KeyView
-	err := s.store.Scan(bKeys, nil, nil, true, func(_, v []byte) bool {
-		var k APIKey
-		if json.Unmarshal(v, &k) == nil && k.OwnerID == p.OwnerID && k.Livemode == p.Livemode {
-			out = append(out, s.keyView(k))
-		}
+	err := s.ownerKeys(p.OwnerID, p.Env(), true, "", func(string) bool { return true }, func(k APIKey) bool {
+		out = append(out, s.keyView(k))
 		return true
 	})
 	if err != nil {

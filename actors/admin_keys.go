@@ -106,9 +106,9 @@ func (s *System) RotateKey(ctx context.Context, p Principal, keyID string, grace
 	old.ExpiresAt = ends
 	c := &change{}
 	env.mu.Lock()
-	c.put(bKeys, []byte(nk.ID), nk)
+	c.putKey(nk)
 	c.putRaw(bKeyDigests, []byte(nk.Digest), []byte(nk.ID))
-	c.put(bKeys, []byte(old.ID), old)
+	c.putKey(old)
 	c.event(env, nk.AgentID, "api_key.created", s.keyView(nk), audienceOwner, now)
 	c.event(env, old.AgentID, "api_key.rotated", s.keyView(old), audienceOwner, now)
 	t := s.commit(s.store.Gen(), env, c)
@@ -155,7 +155,7 @@ func (s *System) CreateOwnerKey(ctx context.Context, p Principal) (CreatedKey, e
 	k, secret := newKey(KindOwner, p.OwnerID, "", p.Env(), keyNow)
 	c := &change{}
 	env.mu.Lock()
-	c.put(bKeys, []byte(k.ID), k)
+	c.putKey(k)
 	c.putRaw(bKeyDigests, []byte(k.Digest), []byte(k.ID))
 	c.event(env, "", "api_key.created", s.keyView(k), audienceOwner, now)
 	t := s.commit(s.store.Gen(), env, c)
@@ -177,10 +177,8 @@ func (s *System) workingKeys(ownerID, agentID string, livemode bool) (int, error
 	}
 	now := s.keyNow(kind, ownerID, livemode)
 	n := 0
-	err := s.store.Scan(bKeys, nil, nil, false, func(_, v []byte) bool {
-		var k APIKey
-		if jsonUnmarshal(v, &k) == nil && k.Kind == kind && k.OwnerID == ownerID && k.AgentID == agentID &&
-			k.Livemode == livemode && k.RevokedAt == nil && now.Before(k.ExpiresAt) {
+	err := s.ownerKeys(ownerID, EnvOf(livemode), false, "", func(id string) bool { return id == agentID }, func(k APIKey) bool {
+		if k.Kind == kind && k.RevokedAt == nil && now.Before(k.ExpiresAt) {
 			n++
 		}
 		return true

@@ -268,14 +268,8 @@ func (s *System) commitReset(ctx context.Context, e *envLedger, ownerID string, 
 		agents[id] = true
 	}
 	var agentKeys []APIKey
-	err = s.store.Scan(bKeys, nil, nil, false, func(_, v []byte) bool {
-		var k APIKey
-		if json.Unmarshal(v, &k) != nil {
-			return true
-		}
-		if k.AgentID != "" && agents[k.AgentID] {
-			agentKeys = append(agentKeys, k)
-		}
+	err = s.ownerKeys(ownerID, EnvTest, false, "", func(id string) bool { return agents[id] }, func(k APIKey) bool {
+		agentKeys = append(agentKeys, k)
 		return true
 	})
 	if err != nil {
@@ -307,10 +301,9 @@ func (s *System) commitReset(ctx context.Context, e *envLedger, ownerID string, 
 		c.del(bOwnerAgents, join(ownerID, string(EnvTest), id))
 		c.del(bLedgers, []byte(id))
 	}
-	for _, k := range agentKeys {
-		c.del(bKeys, []byte(k.ID))
-		c.del(bKeyDigests, []byte(k.Digest))
-		forget = append(forget, k.Digest)
+	for i := range agentKeys {
+		c.delKey(&agentKeys[i])
+		forget = append(forget, agentKeys[i].Digest)
 	}
 	c.put(bMeta, []byte(resetMarkerPrefix+ownerID), marker)
 	old := e.state
@@ -425,12 +418,16 @@ func (s *System) sweepReset(ctx context.Context, m resetMarker) (ResetRemoved, e
 	// Keys the commit did not see cannot exist (key changes were held),
 	// but a sweep finishing an older reset looks again anyway.
 	if err == nil {
-		err = scan(bKeys, nil, func(_, v []byte) {
-			var k APIKey
-			if json.Unmarshal(v, &k) == nil && k.AgentID != "" && agents[k.AgentID] {
-				w.del(bKeys, []byte(k.ID))
-				w.del(bKeyDigests, []byte(k.Digest))
+		err = scan(bOwnerKeys, envPrefix, func(k, agentID []byte) {
+			if !agents[string(agentID)] {
+				return
 			}
+			var key APIKey
+			if found, _ := s.getJSON(bKeys, k[len(envPrefix):], &key); found {
+				w.del(bKeyDigests, []byte(key.Digest))
+			}
+			w.del(bKeys, k[len(envPrefix):])
+			w.del(bOwnerKeys, k)
 		})
 	}
 	if err == nil {
@@ -466,7 +463,12 @@ type sweepWriter struct {
 }
 
 func (w *sweepWriter) del(bucket string, key []byte) {
-	w.ops = append(w.ops, persistence.Del(bucket, key))
+	w.add(persistence.Del(bucket, key))
+}
+
+// add adds an op, and appends the record once it holds sweepRecordOps.
+func (w *sweepWriter) add(op persistence.Op) {
+	w.ops = append(w.ops, op)
 	if len(w.ops) >= sweepRecordOps {
 		w.flush()
 	}

@@ -145,6 +145,10 @@ func TestPracticeResetSweepFinishesAfterCrash(t *testing.T) {
 			t.Errorf("after the restart %d records of %s/%s remain", n, c.bucket, c.prefix)
 		}
 	}
+	// The owners' index of keys keeps the practice owner key alone.
+	if n := f.count(t, "owner_keys", f.ownerID+"|test|"); n != 1 {
+		t.Errorf("after the restart the owner's practice index holds %d keys, want its owner key alone", n)
+	}
 	if n := f.count(t, "events", f.ownerID+"|live|"); n != liveEvents {
 		t.Errorf("live events %d, want %d: a practice reset must not touch them", n, liveEvents)
 	}

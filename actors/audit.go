@@ -31,7 +31,7 @@ func (r AuditReport) Err() error {
 // its balance equals the initial pool minus what settled; each agent's
 // counters equal the sums of its settled spends; no settled amount exceeds
 // what the agent accepted; the active index lists exactly the spends that
-// hold. initialPool maps "owner|env" to the pool it started with (deposits
+// hold; the owners' index of keys lists exactly the keys. initialPool maps "owner|env" to the pool it started with (deposits
 // included). Run it on a store no service is writing to.
 func Audit(store *persistence.Store, initialPool map[string]policy.Amount) AuditReport {
 	var r AuditReport
@@ -163,7 +163,40 @@ func Audit(store *persistence.Store, initialPool map[string]policy.Amount) Audit
 		}
 		_ = ag
 	}
+	auditKeyIndex(store, bad)
 	return r
+}
+
+// auditKeyIndex checks that the owners' index of keys and the keys agree
+// entry for entry, once the store has the index (keys_index.go).
+func auditKeyIndex(store *persistence.Store, bad func(string, ...any)) {
+	if mark, _ := store.Get(bMeta, []byte(ownerKeysIndexed)); mark == nil {
+		return
+	}
+	want := map[string]string{} // index entry -> agent id
+	_ = store.Scan(bKeys, nil, nil, false, func(k, v []byte) bool {
+		var key APIKey
+		if json.Unmarshal(v, &key) != nil {
+			bad("key %s does not decode", k)
+			return true
+		}
+		want[string(ownerKeyEntry(&key))] = key.AgentID
+		return true
+	})
+	_ = store.Scan(bOwnerKeys, nil, nil, false, func(k, v []byte) bool {
+		agentID, ok := want[string(k)]
+		switch {
+		case !ok:
+			bad("the owners' key index holds %s, which names no key of that owner", k)
+		case agentID != string(v):
+			bad("the owners' key index gives %s agent %q, the key says %q", k, v, agentID)
+		}
+		delete(want, string(k))
+		return true
+	})
+	for entry := range want {
+		bad("key %s has no entry in the owners' key index", entry)
+	}
 }
 
 func latestPolicy(store *persistence.Store, agentID string) (policy.Policy, bool) {

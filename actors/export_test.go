@@ -96,3 +96,14 @@ func SetEventSweepBatch(n int) (restore func()) {
 	old := eventSweepBatch.Swap(int64(n))
 	return func() { eventSweepBatch.Store(old) }
 }
+
+// DropOwnerKeyIndex removes the owners' index of keys and its mark, as a
+// store written before the index existed has neither.
+func (s *System) DropOwnerKeyIndex(ctx context.Context) error {
+	ops := []persistence.Op{persistence.Del(bMeta, []byte(ownerKeysIndexed))}
+	_ = s.store.Scan(bOwnerKeys, nil, nil, false, func(k, _ []byte) bool {
+		ops = append(ops, persistence.Del(bOwnerKeys, k))
+		return true
+	})
+	return s.store.Append(s.store.Gen(), persistence.Record{Ops: ops}).Wait(ctx)
+}

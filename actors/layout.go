@@ -18,6 +18,7 @@ const (
 	bPolicyCancels = "policy_cancels" // policy id -> cancelled at (a loosening that never applies)
 	bKeys          = "keys"           // key id -> APIKey
 	bKeyDigests    = "key_digests"    // sha256(secret) hex -> key id
+	bOwnerKeys     = "owner_keys"     // owner id|env|key id -> agent id ("" for an owner key); see keys_index.go
 	bLedgers       = "ledgers"        // agent id -> Ledger counters
 	bSpends        = "spends"         // spend id -> Spend
 	bAgentSpends   = "agent_spends"   // agent id|spend id -> Idempotency-Key, 0, idemRecord (ids sort by time; see idempotency.go)

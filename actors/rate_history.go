@@ -38,8 +38,9 @@ func (s *System) SpendAges(agentID string, within time.Duration) ([]time.Duratio
 // made within the last `within` was made (created or rotated in), each on
 // the clock it ages by. The owner keys the owner was created with (made in
 // the same instant) are not counted: they were not asked for through the
-// API. Key ids begin with
-// their creation time, so this reads only the span asked for. A restarted
+// API. Key ids begin with their creation time, and the owner's index of
+// keys holds them in id order, so this reads only the owner's keys of the
+// span asked for. A restarted
 // rate limiter starts the owner's daily allowance of key changes from it.
 func (s *System) KeyChangeAges(ownerID string, livemode bool, within time.Duration) ([]time.Duration, error) {
 	var o Owner
@@ -53,25 +54,17 @@ func (s *System) KeyChangeAges(ownerID string, livemode bool, within time.Durati
 	// span from it covers both.
 	agentNow, ownerNow := s.keyNow(KindAgent, ownerID, livemode), s.keyNow(KindOwner, ownerID, livemode)
 	var ages []time.Duration
-	var bad error
-	err = s.store.Scan(bKeys, []byte("key_"), []byte(idTimePrefix("key", ownerNow.Add(-within))), false, func(_, v []byte) bool {
-		var k APIKey
-		if err := jsonUnmarshal(v, &k); err != nil {
-			bad = err
-			return false
-		}
+	since := idTimePrefix("key", ownerNow.Add(-within))
+	err = s.ownerKeys(ownerID, EnvOf(livemode), false, since, func(string) bool { return true }, func(k APIKey) bool {
 		initial := k.Kind == KindOwner && k.CreatedAt.Equal(o.CreatedAt)
 		now := agentNow
 		if k.Kind == KindOwner {
 			now = ownerNow
 		}
-		if k.OwnerID == ownerID && k.Livemode == livemode && !initial && now.Sub(k.CreatedAt) < within {
+		if !initial && now.Sub(k.CreatedAt) < within {
 			ages = append(ages, now.Sub(k.CreatedAt))
 		}
 		return true
 	})
-	if err == nil {
-		err = bad
-	}
 	return ages, err
 }

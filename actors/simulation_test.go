@@ -30,7 +30,7 @@ func (s signer) Sign(c policy.ReceiptClaims) (string, string, error) {
 }
 
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	store *persistence.Store
 	sys   *actors.System
 	clock *guardtest.FakeClock
@@ -39,13 +39,13 @@ type harness struct {
 	vendor rail.SimulatedOptions
 }
 
-func newHarness(t *testing.T, clock *guardtest.FakeClock, pool string) *harness {
+func newHarness(t testing.TB, clock *guardtest.FakeClock, pool string) *harness {
 	t.Helper()
 	return newHarnessWith(t, clock, pool, rail.SimulatedOptions{})
 }
 
 // newHarnessWith is newHarness with a practice vendor of its own.
-func newHarnessWith(t *testing.T, clock *guardtest.FakeClock, pool string, vendor rail.SimulatedOptions) *harness {
+func newHarnessWith(t testing.TB, clock *guardtest.FakeClock, pool string, vendor rail.SimulatedOptions) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: clock, path: filepath.Join(t.TempDir(), "journal.db"), vendor: vendor}
 	h.open(pool)

@@ -229,6 +229,10 @@ func New(cfg Config) (*System, error) {
 	s.pool = newWorkerPool(poolWorkers)
 	s.hub = newHub()
 	s.timers = newExpiryTimers(s)
+	if err := s.indexOwnerKeys(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
 	if err := s.finishResets(); err != nil {
 		s.Close()
 		return nil, err
