@@ -198,11 +198,24 @@ func (s *System) ListSpends(p Principal, q ListParams) (Page, error) {
 		return Page{}, err
 	}
 	q = pg.q
+	// A spend whose bytes show it fails a filter is passed over
+	// undecoded, which makes a filtered page over a long history several
+	// times cheaper. Only without created bounds, since a walk stops at
+	// the first spend outside them, by its time.
+	var statusBytes []byte
+	skimmable := q.Created == (TimeRange{})
+	if q.Status != "" && skimmable {
+		statusBytes = []byte(`"status":"` + string(q.Status) + `"`)
+	}
 	pg.load = func(k, _ []byte) ([]byte, time.Time, bool, error) {
 		id := string(k[len(pg.prefix):])
 		raw, err := s.store.Get(bSpends, []byte(id))
 		if err != nil {
 			return nil, time.Time{}, false, err
+		}
+		if statusBytes != nil && raw != nil && !bytes.Contains(raw, statusBytes) ||
+			q.Destination != "" && skimmable && raw != nil && plainDestinationIsNot(raw, q.Destination) {
+			return nil, time.Time{}, false, nil
 		}
 		var sp policy.Spend
 		if raw == nil || fastjson.Unmarshal(raw, &sp) != nil {
@@ -454,4 +467,32 @@ func hasAudience(list []string, who string) bool {
 		}
 	}
 	return false
+}
+
+// destinationKey opens a spend's destination in its stored form: the
+// first member after the top-level status, so no nested member comes first.
+var destinationKey = []byte(`,"destination":"`)
+
+// plainDestinationIsNot reports whether the stored spend raw certainly has
+// a destination other than dest, compared without case as the filter
+// compares: its destination is written plain (ASCII, nothing escaped) and
+// differs. Any other destination is left to the decoded comparison, whose
+// Unicode case folding may match what bytes do not.
+func plainDestinationIsNot(raw []byte, dest string) bool {
+	i := bytes.Index(raw, destinationKey)
+	if i < 0 {
+		return false
+	}
+	v := raw[i+len(destinationKey):]
+	end := bytes.IndexByte(v, '"')
+	if end < 0 {
+		return false
+	}
+	v = v[:end]
+	for _, c := range v {
+		if c >= utf8.RuneSelf || c == '\\' {
+			return false
+		}
+	}
+	return !strings.EqualFold(string(v), dest)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,8 +49,9 @@ func TestListActiveStatusesMatchesTheHistory(t *testing.T) {
 	}
 
 	type spend struct {
-		ID     string `json:"id"`
-		Status string `json:"status"`
+		ID          string `json:"id"`
+		Status      string `json:"status"`
+		Destination string `json:"destination"`
 	}
 	ids := func(page actors.Page) []string {
 		var out []string
@@ -78,8 +80,9 @@ func TestListActiveStatusesMatchesTheHistory(t *testing.T) {
 			q.StartingAfter = got[len(got)-1]
 		}
 	}
-	// byHand filters the unfiltered history by status.
-	byHand := func(p actors.Principal, agentID string, status policy.Status) []string {
+	// byHand filters the unfiltered history by status, or by destination
+	// (without case) when one is given.
+	byHand := func(p actors.Principal, agentID string, status policy.Status, dest ...string) []string {
 		var out []string
 		for _, id := range everything(p, actors.ListParams{AgentID: agentID, Limit: actors.MaxPageSize}) {
 			sp, err := h.sys.GetSpend(ctx, p, id, 0)
@@ -90,7 +93,7 @@ func TestListActiveStatusesMatchesTheHistory(t *testing.T) {
 			if err := json.Unmarshal(sp, &s); err != nil {
 				t.Fatal(err)
 			}
-			if s.Status == string(status) {
+			if len(dest) == 0 && s.Status == string(status) || len(dest) > 0 && strings.EqualFold(s.Destination, dest[0]) {
 				out = append(out, id)
 			}
 		}
@@ -107,7 +110,9 @@ func TestListActiveStatusesMatchesTheHistory(t *testing.T) {
 		{"the owner, agent b", owner, agents[1].AgentID},
 	}
 	for _, sc := range scopes {
-		for _, status := range []policy.Status{policy.StatusPendingApproval, policy.StatusProcessing, policy.StatusApproved} {
+		// Settled is read from the history, passing over the spends
+		// without its bytes; the others from the active spends.
+		for _, status := range []policy.Status{policy.StatusPendingApproval, policy.StatusProcessing, policy.StatusApproved, policy.StatusSettled} {
 			want := byHand(sc.p, sc.agentID, status)
 			if status != policy.StatusApproved && len(want) < 3 {
 				t.Fatalf("%s: the setup made %d %s spends, want at least 3", sc.name, len(want), status)
@@ -129,6 +134,17 @@ func TestListActiveStatusesMatchesTheHistory(t *testing.T) {
 			if got := ids(page); !slices.Equal(got, want[len(want)-3:len(want)-1]) || page.HasMore != (len(want) > 3) {
 				t.Errorf("%s, %s, ending_before the oldest: %v (has_more %v), want %v (has_more %v)", sc.name, status,
 					got, page.HasMore, want[len(want)-3:len(want)-1], len(want) > 3)
+			}
+		}
+	}
+	// The destination filter, read from the history without decoding the
+	// spends whose destination differs, compares without case.
+	for _, sc := range scopes {
+		for _, dest := range []string{"Other.Example.ORG", "api.vendor.com", "nothing.example.com"} {
+			want := byHand(sc.p, sc.agentID, "", dest)
+			got := everything(sc.p, actors.ListParams{AgentID: sc.agentID, Destination: dest, Limit: 4})
+			if !slices.Equal(got, want) || dest != "nothing.example.com" && len(want) == 0 {
+				t.Errorf("%s, destination %s: %v, want %v (not none)", sc.name, dest, got, want)
 			}
 		}
 	}
