@@ -78,7 +78,61 @@ func (s *System) changeAgent(ctx context.Context, p Principal, agentID string, m
 	for _, d := range r.revoked {
 		s.forgetKey(d)
 	}
+	if m.action == ActionArchive && r.ticket != nil {
+		if err := s.revokeLateKeys(ctx, r.agent); err != nil {
+			return Agent{}, false, err
+		}
+	}
 	return r.agent, r.ticket != nil, nil
+}
+
+// revokeLateKeys revokes the keys of an archived agent that its archive
+// did not see: a key made while the archive was being decided, durable
+// after the actor read the agent's keys. Under keyChangeMu, once the
+// archive is durable, no such key can appear any more: a key change holds
+// the lock until its key is durable, and one that starts after reads the
+// agent archived and refuses. Almost always there is none, and nothing is
+// written.
+func (s *System) revokeLateKeys(ctx context.Context, ag Agent) error {
+	s.keyChangeMu.Lock()
+	defer s.keyChangeMu.Unlock()
+	env := EnvOf(ag.Livemode)
+	keys, err := s.agentKeys(ag.OwnerID, env, ag.ID)
+	if err != nil {
+		return ErrUnavailable
+	}
+	var late []APIKey
+	for _, k := range keys {
+		if k.RevokedAt == nil {
+			late = append(late, k)
+		}
+	}
+	if len(late) == 0 {
+		return nil
+	}
+	e, err := s.env(ag.OwnerID, env)
+	if err != nil {
+		return err
+	}
+	now := s.nowFor(ag.OwnerID, env)
+	c := &change{}
+	e.mu.Lock()
+	for _, k := range late {
+		revoked := s.keyNow(k.Kind, k.OwnerID, k.Livemode)
+		k.RevokedAt = &revoked
+		c.putKey(k)
+		c.event(e, ag.ID, "api_key.revoked", s.keyView(k), audienceOwner, now)
+	}
+	t := s.commit(s.store.Gen(), e, c)
+	e.mu.Unlock()
+	if err := t.Wait(ctx); err != nil {
+		return ErrUnavailable
+	}
+	for _, k := range late {
+		s.forgetKey(k.Digest)
+	}
+	s.log.Info("revoked keys made while their agent was being archived", "agent", ag.ID, "keys", len(late))
+	return nil
 }
 
 // changeAgent runs in the agent actor.

@@ -107,3 +107,25 @@ func (s *System) DropOwnerKeyIndex(ctx context.Context) error {
 	})
 	return s.store.Append(s.store.Gen(), persistence.Record{Ops: ops}).Wait(ctx)
 }
+
+// AddKeyBehindArchive writes an agent key as a key change racing the
+// agent's archive would leave it: made, durable, not revoked, after the
+// archive read the agent's keys. It returns the secret.
+func (s *System) AddKeyBehindArchive(ctx context.Context, ownerID, agentID string, livemode bool) (string, error) {
+	env := EnvOf(livemode)
+	k, secret := newKey(KindAgent, ownerID, agentID, env, s.nowFor(ownerID, env))
+	c := &change{}
+	c.putKey(k)
+	c.putRaw(bKeyDigests, []byte(k.Digest), []byte(k.ID))
+	return secret, s.store.Append(s.store.Gen(), persistence.Record{Ops: c.ops}).Wait(ctx)
+}
+
+// RevokeLateKeys runs the archive's second look at an archived agent's
+// keys.
+func (s *System) RevokeLateKeys(ctx context.Context, p Principal, agentID string) error {
+	ag, err := s.Agent(p, agentID)
+	if err != nil {
+		return err
+	}
+	return s.revokeLateKeys(ctx, ag)
+}
