@@ -16,10 +16,8 @@ import (
 // archive read the agent's keys, is revoked by the archive's second look:
 // it stops working, and the owner hears of it.
 func TestArchiveRevokesAKeyMadeMeanwhile(t *testing.T) {
-	clock := guardtest.NewFakeClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
-	h := newHarness(t, clock, "100.00")
+	h, _, owner, _ := practiceHarness(t, "100.00")
 	ctx := context.Background()
-	owner, _ := h.newOwner(t, "o")
 	ag, _, err := h.sys.CreateAgent(ctx, owner, "a", nil)
 	if err != nil {
 		t.Fatal(err)

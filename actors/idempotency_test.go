@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/agentpay/guard/actors"
-	"github.com/agentpay/guard/internal/guardtest"
 	"github.com/agentpay/guard/persistence"
 )
 
@@ -24,10 +23,8 @@ type idemFixture struct {
 
 func newIdemFixture(t *testing.T) *idemFixture {
 	t.Helper()
-	clock := guardtest.NewFakeClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
-	h := newHarness(t, clock, "100.00")
+	h, _, owner, ownerSecret := practiceHarness(t, "100.00")
 	ctx := context.Background()
-	owner, ownerSecret := h.newOwner(t, "o")
 	ag, _, err := h.sys.CreateAgent(ctx, owner, "payer", nil)
 	if err != nil {
 		t.Fatal(err)

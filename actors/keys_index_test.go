@@ -4,20 +4,16 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/agentpay/guard/actors"
-	"github.com/agentpay/guard/internal/guardtest"
 )
 
 // A store written before the owners' index of keys existed gets the index
 // at the next start: the lists show every key again and the quotas count
 // them, while another owner's keys stay out of both.
 func TestOwnerKeyIndexIsBuiltOnAnOlderStore(t *testing.T) {
-	clock := guardtest.NewFakeClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
-	h := newHarness(t, clock, "100.00")
+	h, _, owner, ownerSecret := practiceHarness(t, "100.00")
 	ctx := context.Background()
-	owner, ownerSecret := h.newOwner(t, "o")
 	other, _ := h.newOwner(t, "p")
 	ag, _, err := h.sys.CreateAgent(ctx, owner, "payer", nil)
 	if err != nil {

@@ -20,10 +20,8 @@ import (
 // give, page by page in both directions, exactly what the whole history
 // filtered by hand gives, for an agent and for its owner.
 func TestListActiveStatusesMatchesTheHistory(t *testing.T) {
-	clock := guardtest.NewFakeClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
-	h := newHarness(t, clock, "1000.00")
+	h, clock, owner, _ := practiceHarness(t, "1000.00")
 	ctx := context.Background()
-	owner, _ := h.newOwner(t, "o")
 	trusted := []string{"api.vendor.com"}
 	pending := 20
 	rules := &policy.RulesInput{TrustedDestinations: &trusted, MaxPending: &pending, PerSpendLimit: strp("100.00"),

@@ -89,6 +89,17 @@ func (h *harness) close() {
 	}
 }
 
+// practiceHarness is a harness on a fake clock (2026-11-22 10:00 UTC)
+// whose practice pools start at pool, with one owner signed in with its
+// practice key, whose secret it also returns.
+func practiceHarness(t *testing.T, pool string) (h *harness, clock *guardtest.FakeClock, owner actors.Principal, ownerSecret string) {
+	t.Helper()
+	clock = guardtest.NewFakeClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
+	h = newHarness(t, clock, pool)
+	owner, ownerSecret = h.newOwner(t, "o")
+	return h, clock, owner, ownerSecret
+}
+
 // newOwner creates an owner and signs in with its practice key, which it
 // also returns (to sign in again after a restart).
 func (h *harness) newOwner(t *testing.T, name string) (actors.Principal, string) {
