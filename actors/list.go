@@ -469,8 +469,9 @@ func hasAudience(list []string, who string) bool {
 	return false
 }
 
-// destinationKey opens a spend's destination in its stored form: the
-// first member after the top-level status, so no nested member comes first.
+// destinationKey opens a spend's destination in its stored form. The
+// spend's own destination is written before any nested object, and a
+// string's quotes are escaped, so its first occurrence is the spend's.
 var destinationKey = []byte(`,"destination":"`)
 
 // plainDestinationIsNot reports whether the stored spend raw certainly has
