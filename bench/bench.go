@@ -107,7 +107,8 @@ type runner struct {
 	client   *fasthttp.HostClient
 	agents   []agentCred
 	ceiling  *ceilingServer
-	cslices  []PhaseReport
+	cslices  []PhaseReport // the ceiling's slices
+	fslices  []PhaseReport // the spend floor's
 }
 
 // newReport is the report of a run before it has measured anything.
@@ -192,7 +193,7 @@ func (r *runner) runPhases(ctx context.Context) (err error) {
 		{checkPhase(), &rep.Check, cfg.Seed + 2}}, func(p step) bool { return !cfg.runs(p.ph.name) })
 	// The read phases that run, bracketed by the ceiling.
 	reads := slices.DeleteFunc(slices.Clone(phases), func(p step) bool { return p.ph.name == "spends" })
-	if cfg.CeilingDuration > 0 && len(reads) > 0 {
+	if cfg.CeilingDuration > 0 && len(phases) > 0 {
 		c, err := startCeiling()
 		if err != nil {
 			return err
@@ -209,6 +210,8 @@ func (r *runner) runPhases(ctx context.Context) (err error) {
 				r.slice(ctx, "between "+reads[done-1].ph.name+" and "+p.ph.name)
 			}
 			done++
+		} else {
+			r.floorSlice(ctx, "before spends")
 		}
 		if err := r.runStep(ctx, p, r.cfg, r.run); err != nil {
 			return err
@@ -221,12 +224,12 @@ func (r *runner) runPhases(ctx context.Context) (err error) {
 			} else {
 				r.notRun(phases[i+1:])
 			}
-			r.ceilingReport(reads)
+			r.boundReports(reads)
 			return ctx.Err()
 		}
 		if err := r.stillAnswers(ctx, *p.out); err != nil {
 			r.notRun(phases[i+1:])
-			r.ceilingReport(reads)
+			r.boundReports(reads)
 			return err
 		}
 		if p.ph.name == "spends" && cfg.CapacityP99 > 0 {
@@ -235,15 +238,18 @@ func (r *runner) runPhases(ctx context.Context) (err error) {
 					rep.Interrupted = true
 				}
 				r.notRun(phases[i+1:])
-				r.ceilingReport(reads)
+				r.boundReports(reads)
 				return err
 			}
+		}
+		if p.ph.name == "spends" {
+			r.floorSlice(ctx, "after spends")
 		}
 	}
 	if len(reads) > 0 {
 		r.slice(ctx, "after "+reads[len(reads)-1].ph.name)
 	}
-	r.ceilingReport(reads)
+	r.boundReports(reads)
 	if len(rep.Spends.Declines) > 0 && r.proc == nil {
 		rep.Notes = append(rep.Notes, "declined spends are the running server's limits (pool, caps) at work; they skew the numbers")
 	}
@@ -261,6 +267,12 @@ func (r *runner) notRun(left []step) {
 	}
 }
 
+// boundReports puts the ceiling and the spend floor in the report.
+func (r *runner) boundReports(reads []step) {
+	r.ceilingReport(reads)
+	r.floorReport()
+}
+
 // ceilingReport puts the ceiling's slices in the report, compared with
 // the reads they bracket when every slice was measured.
 func (r *runner) ceilingReport(reads []step) {
@@ -271,7 +283,7 @@ func (r *runner) ceilingReport(reads []step) {
 	for _, p := range reads {
 		ran = append(ran, *p.out)
 	}
-	r.rep.Ceiling = newCeilingReport(ceilingIncomparable(r.cfg), r.cslices, ran...)
+	r.rep.Ceiling = newCeilingReport(ceilingIncomparable(r.cfg, "ceiling", "reads"), r.cslices, ran...)
 }
 
 // measured reports whether the phase's window opened: one interrupted in

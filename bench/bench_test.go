@@ -59,7 +59,21 @@ func TestRunInProcess(t *testing.T) {
 	if want := 100 * rep.Check.PerSecond / ((c.Slices[1].PerSecond + c.Slices[2].PerSecond) / 2); c.CheckShare != want || want <= 0 {
 		t.Errorf("check share %.1f %%, want %.1f %%", c.CheckShare, want)
 	}
-	for _, p := range append([]PhaseReport{rep.Spends, rep.Balance, rep.Check}, c.Slices...) {
+	// The spend floor brackets the spends, and every answer of its
+	// slices is a settled spend whose receipt was signed.
+	f := rep.Floor
+	if f == nil || len(f.Slices) != 2 || f.Slices[0].Name != "floor before spends" || f.Slices[1].Name != "floor after spends" {
+		t.Fatalf("want the spend floor before and after the spends, got %+v", f)
+	}
+	if want := 100 * s.SettledPerSecond / ((f.Slices[0].PerSecond + f.Slices[1].PerSecond) / 2); f.Share != want || want <= 0 {
+		t.Errorf("spends' share of the floor %.1f %%, want %.1f %%", f.Share, want)
+	}
+	for _, sl := range f.Slices {
+		if sl.Statuses["settled"] != sl.OK || sl.OK == 0 {
+			t.Errorf("%s: statuses %v of %d ok answers, want all settled", sl.Name, sl.Statuses, sl.OK)
+		}
+	}
+	for _, p := range append(append([]PhaseReport{rep.Spends, rep.Balance, rep.Check}, c.Slices...), f.Slices...) {
 		if p.Requests == 0 || p.OK != p.Requests {
 			t.Errorf("%s: %d answered, %d ok", p.Name, p.Requests, p.OK)
 		}
@@ -123,7 +137,7 @@ func TestRunInProcess(t *testing.T) {
 	rep.WriteText(&text)
 	wants := []string{"settled spends/s", "GET /v1/balance", "POST /v1/spends/check", "per agent",
 		"Loopback ceiling", "ceiling before balance", "ceiling between balance and check", "ceiling after check",
-		"balance reached", "check reached", "by tenth, /s"}
+		"balance reached", "check reached", "by tenth, /s", "Spend floor", "floor before spends", "spends reached"}
 	if rep.Spends.ProcessCPU > 0 {
 		wants = append(wants, "CPU per answer")
 	}

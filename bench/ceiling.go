@@ -22,11 +22,15 @@ var ceilingBody = []byte(`{"object":"balance","agent_id":"agt_000000000000000000
 // measured against it: it is what this machine's loopback and HTTP layer
 // allow right now, so a slow hour of a shared machine shows as such
 // instead of as a slow service.
+//
+// The same server answers the spends phase's POSTs as the spend floor
+// (floorSigner): the spends phase is measured against that.
 type ceilingServer struct {
-	addr string
-	ln   net.Listener
-	srv  *fasthttp.Server
-	done chan error
+	addr  string
+	ln    net.Listener
+	srv   *fasthttp.Server
+	floor *floorSigner
+	done  chan error
 }
 
 func startCeiling() (*ceilingServer, error) {
@@ -34,8 +38,17 @@ func startCeiling() (*ceilingServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listening for the ceiling server: %w", err)
 	}
-	c := &ceilingServer{addr: ln.Addr().String(), ln: ln, done: make(chan error, 1), srv: &fasthttp.Server{
+	floor, err := newFloorSigner()
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	c := &ceilingServer{addr: ln.Addr().String(), ln: ln, floor: floor, done: make(chan error, 1), srv: &fasthttp.Server{
 		Handler: func(c *fasthttp.RequestCtx) {
+			if c.IsPost() {
+				floor.serve(c)
+				return
+			}
 			c.SetContentType("application/json")
 			c.SetBody(ceilingBody)
 		},
@@ -50,13 +63,18 @@ func startCeiling() (*ceilingServer, error) {
 // measure drives one slice of the ceiling with the load generator,
 // connections and request of the read phases.
 func (c *ceilingServer) measure(ctx context.Context, cfg Config, agents []agentCred, name string) PhaseReport {
+	return c.measurePhase(ctx, cfg, agents, name, phase{build: func(w *worker, host string) []byte {
+		w.req.start("GET", "/v1/balance", host, w.agent().Key)
+		return w.req.finish(nil)
+	}})
+}
+
+// measurePhase drives one slice, named name, with the requests of ph.
+func (c *ceilingServer) measurePhase(ctx context.Context, cfg Config, agents []agentCred, name string, ph phase) PhaseReport {
 	cc := cfg
 	cc.Duration, cc.Warmup = cfg.CeilingDuration, min(cfg.Warmup, time.Second)
 	cc.Rate = 0 // a ceiling is the most the loopback can do
-	ph := phase{name: name, build: func(w *worker, host string) []byte {
-		w.req.start("GET", "/v1/balance", host, w.agent().Key)
-		return w.req.finish(nil)
-	}}
+	ph.name = name
 	var cpu cpuWindow
 	p := runPhase(ctx, c.addr, cc, "", agents, ph, cfg.Seed, cpu.mark)
 	cpu.fill(&p)
@@ -97,16 +115,17 @@ type CeilingReport struct {
 	NotCompared  string  `json:"not_compared,omitempty"`
 }
 
-// ceilingIncomparable says why the read phases of a run are no share of
-// the loopback ceiling, or "" when they are: the ceiling is this
-// process's own do-nothing handler driven as fast as it answers, so only
-// reads of a service in this process, driven the same way, compare.
-func ceilingIncomparable(cfg Config) string {
+// ceilingIncomparable says why the phases a bound is measured for (the
+// reads for the ceiling, the spends for the floor) are no share of it, or
+// "" when they are: the bound is this process's own handler driven as
+// fast as it answers, so only a service in this process, driven the same
+// way, compares.
+func ceilingIncomparable(cfg Config, bound, phases string) string {
 	switch {
 	case cfg.Target != "":
-		return "the ceiling is a handler inside the bench process, and the -target server runs elsewhere (another process, maybe another machine, with its own cores and network); its figures say what this machine's loopback and HTTP allow, not what the server could reach"
+		return "the " + bound + " is a handler inside the bench process, and the -target server runs elsewhere (another process, maybe another machine, with its own cores and network); its figures say what this machine's loopback and HTTP allow, not what the server could reach"
 	case cfg.Rate > 0:
-		return "-rate paces the reads at a fixed rate (an open loop) while the ceiling runs as fast as answers come; a paced rate is no share of the most the loopback can do"
+		return "-rate paces the " + phases + " at a fixed rate (an open loop) while the " + bound + " runs as fast as answers come; a paced rate is no share of the most the loopback can do"
 	}
 	return ""
 }

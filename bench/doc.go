@@ -45,6 +45,12 @@
 //     reads are no share of a do-nothing handler in the bench's own
 //     process driven flat out: the ceiling is shown, with why it is not
 //     compared.
+//     The spends phase is bracketed the same way, before and after (its
+//     capacity search included), by the spend floor: the spends' own
+//     requests against a handler that signs one receipt with the
+//     service's Ed25519 code and writes a settled spend's answer, with no
+//     rules, journal or fsync (FloorReport). It is the most any design of
+//     the service could settle on this machine with this load.
 //  3. In-process only, measures an idle agent: it creates IdleAgents more
 //     agents through the System API, waits for every actor to passivate,
 //     reads HeapAlloc (after two forced collections), activates each new

@@ -290,21 +290,23 @@ func TestReportOfAPhaseCutShort(t *testing.T) {
 	}
 }
 
-// TestCeilingNotComparedAgainstTargetOrRate: the ceiling is a handler in
-// the bench's own process driven as fast as it answers; a -target server
-// or a paced load is no share of it, and the report gives the figures
-// with why they are not compared.
+// TestCeilingNotComparedAgainstTargetOrRate: the ceiling and the spend
+// floor are handlers in the bench's own process driven as fast as they
+// answer; a -target server or a paced load is no share of them, and the
+// report gives the figures with why they are not compared.
 func TestCeilingNotComparedAgainstTargetOrRate(t *testing.T) {
 	slices3 := []PhaseReport{{Name: "ceiling before balance", PerSecond: 1000}, {Name: "ceiling between", PerSecond: 1000}, {Name: "ceiling after check", PerSecond: 1000}}
 	reads := []PhaseReport{{Name: "balance", PerSecond: 1220}, {Name: "check", PerSecond: 30}}
+	floor := []PhaseReport{{Name: "floor before spends", PerSecond: 900}, {Name: "floor after spends", PerSecond: 1100}}
+	spends := PhaseReport{Name: "spends", PerSecond: 260, SettledPerSecond: 250}
 	for _, c := range []struct {
-		cfg  Config
-		want string
+		cfg             Config
+		want, wantFloor string
 	}{
-		{Config{Target: "http://127.0.0.1:8080"}, "-target server runs elsewhere"},
-		{Config{Rate: 30}, "-rate paces the reads"},
+		{Config{Target: "http://127.0.0.1:8080"}, "-target server runs elsewhere", "the floor is a handler inside the bench process"},
+		{Config{Rate: 30}, "-rate paces the reads", "-rate paces the spends"},
 	} {
-		reason := ceilingIncomparable(c.cfg)
+		reason := ceilingIncomparable(c.cfg, "ceiling", "reads")
 		if !strings.Contains(reason, c.want) {
 			t.Errorf("%+v: reason %q, want one saying %q", c.cfg, reason, c.want)
 		}
@@ -317,12 +319,34 @@ func TestCeilingNotComparedAgainstTargetOrRate(t *testing.T) {
 		if strings.Contains(text.String(), "% of the ceiling") || !strings.Contains(text.String(), "not compared with the reads: "+reason) {
 			t.Errorf("%+v: ceiling shown as\n%s", c.cfg, text.String())
 		}
+
+		reason = ceilingIncomparable(c.cfg, "floor", "spends")
+		if !strings.Contains(reason, c.wantFloor) {
+			t.Errorf("%+v: floor's reason %q, want one saying %q", c.cfg, reason, c.wantFloor)
+		}
+		fr := newFloorReport(reason, floor, spends)
+		if fr.Share != 0 || fr.PerSecond != 1000 {
+			t.Errorf("%+v: %+v, want the floor without a share", c.cfg, fr)
+		}
+		text.Reset()
+		writeFloor(&text, fr)
+		if strings.Contains(text.String(), "% of the floor") || !strings.Contains(text.String(), "not compared with the spends: "+reason) {
+			t.Errorf("%+v: floor shown as\n%s", c.cfg, text.String())
+		}
 	}
-	if reason := ceilingIncomparable(Config{}); reason != "" {
+	if reason := ceilingIncomparable(Config{}, "ceiling", "reads"); reason != "" {
 		t.Errorf("in-process closed loop: not compared because %q", reason)
 	}
 	if cr := newCeilingReport("", slices3, reads...); cr.BalanceShare != 122 {
 		t.Errorf("in-process closed loop: balance share %.0f %%, want 122", cr.BalanceShare)
+	}
+	// The settled spends, not every answer, against the mean of the two
+	// slices; with one slice (a run cut short) there is no share.
+	if fr := newFloorReport("", floor, spends); fr.Share != 25 {
+		t.Errorf("in-process closed loop: spends' share %.1f %% of the floor, want 25", fr.Share)
+	}
+	if fr := newFloorReport("", floor[:1], spends); fr.Share != 0 || fr.PerSecond != 0 {
+		t.Errorf("one slice of the floor: %+v, want no mean and no share", fr)
 	}
 }
 

@@ -47,7 +47,11 @@ type Report struct {
 	// Ceiling is the loopback ceiling: the read phases' load against a
 	// handler that does nothing, around each read phase (nil when skipped).
 	Ceiling *CeilingReport `json:"ceiling,omitempty"`
-	Memory  *MemoryReport  `json:"memory,omitempty"`
+	// Floor is the spend floor: the spends phase's load against a handler
+	// that only signs a receipt, before and after the spends (nil when
+	// skipped).
+	Floor  *FloorReport  `json:"spend_floor,omitempty"`
+	Memory *MemoryReport `json:"memory,omitempty"`
 	// Interrupted says the run was cut short (Ctrl-C): a phase cut in its
 	// window says so and covers what was measured. NotRun lists the phases
 	// asked for that measured nothing, because of an interrupt or a server
@@ -395,6 +399,7 @@ func (r *Report) WriteText(w io.Writer) {
 		writeJournal(w, s.Journal)
 		fmt.Fprintln(w)
 	}
+	writeFloor(w, r.Floor)
 	writeCapacity(w, r.Capacity, time.Duration(r.Warmup), time.Duration(r.Duration))
 	for _, p := range []struct {
 		title string
@@ -516,6 +521,29 @@ func writeCeiling(w io.Writer, c *CeilingReport) {
 	}
 	if len(shares) > 0 {
 		fmt.Fprintf(w, "  %s\n", strings.Join(shares, ", "))
+	}
+	fmt.Fprintln(w)
+}
+
+// writeFloor prints the spend floor, and the spends' share of it unless
+// they are not comparable (then why not).
+func writeFloor(w io.Writer, f *FloorReport) {
+	if f == nil || len(f.Slices) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "Spend floor (a handler that signs one receipt per request with the service's Ed25519 code and writes a settled spend's answer; no rules, no journal, no fsync; same load, same connections)\n")
+	for _, s := range f.Slices {
+		fmt.Fprintf(w, "  %-33s %8.0f answers/s (%d in %.1f s), p99 %.2f ms", s.Name, s.PerSecond, s.Requests, s.Seconds, s.Latency.P99)
+		if s.CPUPerRequest > 0 {
+			fmt.Fprintf(w, ", %.0f µs of CPU per answer", s.CPUPerRequest)
+		}
+		fmt.Fprintln(w)
+	}
+	switch {
+	case f.NotCompared != "":
+		fmt.Fprintf(w, "  not compared with the spends: %s\n", f.NotCompared)
+	case f.Share > 0:
+		fmt.Fprintf(w, "  spends reached %.0f %% of the floor around them\n", f.Share)
 	}
 	fmt.Fprintln(w)
 }
