@@ -34,7 +34,11 @@ func (s *Server) logAnswer(ctx *fasthttp.RequestCtx, reqID string, start time.Ti
 	} else if !s.cfg.AccessLog {
 		return
 	}
-	if !s.log.Enabled(context.Background(), level) {
+	log := s.log
+	if level == slog.LevelInfo {
+		log = s.cfg.AccessLogger
+	}
+	if !log.Enabled(context.Background(), level) {
 		return
 	}
 	attrs := make([]slog.Attr, 0, 12)
@@ -61,7 +65,7 @@ func (s *Server) logAnswer(ctx *fasthttp.RequestCtx, reqID string, start time.Ti
 	if level == slog.LevelError {
 		msg = "request failed"
 	}
-	s.log.LogAttrs(context.Background(), level, msg, attrs...)
+	log.LogAttrs(context.Background(), level, msg, attrs...)
 }
 
 // routeOf is the pattern of the route that answered, or, for a path no

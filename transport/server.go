@@ -45,6 +45,10 @@ type Config struct {
 	// AccessLog logs a line for every answer at info level (see
 	// requestlog.go). Answers of 5xx are logged, at error level, either way.
 	AccessLog bool
+	// AccessLogger, when set, takes the access log's info lines instead of
+	// Logger (a logger that writes them in batches: see logbatch); the
+	// 5xx lines go to Logger.
+	AccessLogger *slog.Logger
 	// Metrics, when set, counts every answer (the operator's metrics).
 	Metrics RequestObserver
 }
@@ -86,6 +90,9 @@ type Server struct {
 func NewServer(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.AccessLogger == nil {
+		cfg.AccessLogger = cfg.Logger
 	}
 	if cfg.ReadTimeout <= 0 {
 		cfg.ReadTimeout = 30 * time.Second

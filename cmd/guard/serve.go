@@ -19,9 +19,18 @@ import (
 
 	"github.com/agentpay/guard/actors"
 	"github.com/agentpay/guard/cmd/wire"
+	"github.com/agentpay/guard/internal/logbatch"
 	"github.com/agentpay/guard/policy"
 	"github.com/agentpay/guard/transport"
 	"github.com/agentpay/guard/transport/console"
+)
+
+// The access log's lines are written at most accessLogFlush after the
+// first of them, or when they fill accessLogBuffer: a SIGKILL loses at
+// most that much of the access log, and nothing else.
+const (
+	accessLogFlush  = 100 * time.Millisecond
+	accessLogBuffer = 64 << 10
 )
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
@@ -39,7 +48,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	}
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// The access log, a line per request, is written in batches: a write
+	// per request costs a busy server a tenth of its throughput. Every
+	// other line is written at once, after the access lines before it.
+	lines := logbatch.New(stderr, accessLogFlush, accessLogBuffer)
+	defer lines.Close()
+	opts := &slog.HandlerOptions{Level: level}
+	log := slog.New(slog.NewTextHandler(lines.Urgent(), opts))
+	accessLog := slog.New(slog.NewTextHandler(lines, opts))
 	warnUnknownVariables(log, getenv)
 	// Absolute, so that the log and the --dev notes name the directories
 	// whatever directory the reader is in.
@@ -78,7 +94,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 			opLn.Close()
 		}
 	}
-	svc, err := wire.Open(cfg, wire.Options{Logger: log})
+	svc, err := wire.Open(cfg, wire.Options{Logger: log, AccessLogger: accessLog})
 	if err != nil {
 		closeListeners()
 		return err

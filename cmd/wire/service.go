@@ -57,7 +57,10 @@ type Service struct {
 // Options are what the command line and tests can inject.
 type Options struct {
 	Logger *slog.Logger
-	Clock  actors.Clock
+	// AccessLogger, when set, takes the access log's lines (see
+	// transport.Config.AccessLogger); by default they go to Logger.
+	AccessLogger *slog.Logger
+	Clock        actors.Clock
 	// CommitFault injects journal commit failures (fault drills, tests).
 	CommitFault func(records int) error
 }
@@ -156,7 +159,7 @@ func Open(cfg Config, opts Options) (*Service, error) {
 		return nil, err
 	}
 	svc.api = transport.NewServer(transport.Config{System: svc.sys, JWKS: svc.keys.JWKS, Logger: log,
-		Limits: limits, Pages: pages, AccessLog: cfg.AccessLog, Metrics: observer})
+		AccessLogger: opts.AccessLogger, Limits: limits, Pages: pages, AccessLog: cfg.AccessLog, Metrics: observer})
 	return svc, nil
 }
 
