@@ -285,7 +285,7 @@ func (a *agentActor) changeAgent(m *agentAction) {
 		}
 	}
 	for _, w := range written {
-		c.putRaw(bSpends, []byte(w.sp.ID), w.body)
+		c.putSpend(w.sp, w.body)
 		c.spends = append(c.spends, w.sp.ID)
 	}
 	c.put(bAgents, []byte(a.id), ag)

@@ -401,6 +401,11 @@ func (s *System) sweepReset(ctx context.Context, m resetMarker) (ResetRemoved, e
 			err = scan(bActive, prefix, func(k, _ []byte) { w.del(bActive, k) })
 		}
 		if err == nil {
+			// The agent's hour summaries; the environment's stay, as a
+			// summary only ever gains (spend_hours.go).
+			err = scan(bSpendHours, append([]byte{hoursOfAgent}, prefix...), func(k, _ []byte) { w.del(bSpendHours, k) })
+		}
+		if err == nil {
 			err = scan(bPolicies, prefix, func(k, v []byte) {
 				var pol policy.Policy
 				if json.Unmarshal(v, &pol) == nil && pol.ID != "" {

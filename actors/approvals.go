@@ -154,7 +154,7 @@ func (a *agentActor) decide(m *decideApproval) {
 	}
 	c.event(a.env, a.id, sp.Status.EventType(), spendRef(sp), audienceBoth, now)
 	body := spendJSON(sp)
-	c.putRaw(bSpends, []byte(sp.ID), body)
+	c.putSpend(sp, body)
 	c.putLedger([]byte(a.id), &a.ledger)
 	t := a.sys.commit(a.gen, a.env, c)
 	a.env.mu.Unlock()

@@ -31,7 +31,8 @@ func (r AuditReport) Err() error {
 // its balance equals the initial pool minus what settled; each agent's
 // counters equal the sums of its settled spends; no settled amount exceeds
 // what the agent accepted; the active index lists exactly the spends that
-// hold; the owners' index of keys lists exactly the keys. initialPool maps "owner|env" to the pool it started with (deposits
+// hold; the owners' index of keys lists exactly the keys; the summary of
+// each spend's hour allows for it. initialPool maps "owner|env" to the pool it started with (deposits
 // included). Run it on a store no service is writing to.
 func Audit(store *persistence.Store, initialPool map[string]policy.Amount) AuditReport {
 	var r AuditReport
@@ -164,7 +165,43 @@ func Audit(store *persistence.Store, initialPool map[string]policy.Amount) Audit
 		_ = ag
 	}
 	auditKeyIndex(store, bad)
+	auditSpendHours(store, agents, bad)
 	return r
+}
+
+// auditSpendHours checks that the summary of each spend's hour, in its
+// agent's index and its environment's, may hold the spend's status and
+// destination: a list passing over that hour would miss the spend
+// otherwise (spend_hours.go). Summaries may hold more; that is no fault.
+func auditSpendHours(store *persistence.Store, agents map[string]*Agent, bad func(string, ...any)) {
+	if mark, _ := store.Get(bMeta, []byte(spendHoursIndexed)); mark == nil {
+		return
+	}
+	_ = store.Scan(bSpends, nil, nil, false, func(k, v []byte) bool {
+		var sp policy.Spend
+		hour, ok := spendHour(k)
+		if json.Unmarshal(v, &sp) != nil || !ok {
+			return true // reported by Audit
+		}
+		ag := agents[sp.AgentID]
+		if ag == nil {
+			return true
+		}
+		for _, key := range [][]byte{hourKey(hoursOfAgent, prefixOf(sp.AgentID), hour),
+			hourKey(hoursOfEnv, prefixOf(ag.OwnerID, string(EnvOf(ag.Livemode))), hour)} {
+			var h hourSummary
+			raw, _ := store.Get(bSpendHours, key)
+			if len(raw) != len(h) {
+				bad("spend %s has no summary of its hour (%q)", sp.ID, key)
+				continue
+			}
+			copy(h[:], raw)
+			if !h.mayHold(sp.Status, sp.Destination) || !h.mayHold(sp.Status, "") || !h.mayHold("", sp.Destination) {
+				bad("the summary of spend %s's hour (%q) leaves out its status %s or destination %s", sp.ID, key, sp.Status, sp.Destination)
+			}
+		}
+		return true
+	})
 }
 
 // auditKeyIndex checks that the owners' index of keys and the keys agree

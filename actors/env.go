@@ -49,6 +49,8 @@ type envLedger struct {
 	pendMu   sync.Mutex
 	pending  []pendingState
 	npending atomic.Int32
+	// hours are summaries of the spends' hours (under mu; spend_hours.go).
+	hours map[string]*hourEntry
 }
 
 type pendingState struct {
@@ -157,6 +159,9 @@ type change struct {
 	ops    []persistence.Op
 	events []StoredEvent
 	spends []string // spends whose state changes, for watchers
+	// marks are the spend states written (putSpend), for the summaries
+	// of their hours (see spend_hours.go).
+	marks []spendMark
 	// buf holds the values encoded by hand (see appendTo), nil until the
 	// first one.
 	buf *[]byte
@@ -199,11 +204,16 @@ func (c *change) event(e *envLedger, agentID, typ string, obj any, audience []st
 // Caller holds e.mu so records of one environment enter the journal in
 // sequence order.
 func (s *System) commit(gen uint64, e *envLedger, c *change) *persistence.Ticket {
+	var touched []*hourEntry
 	if e != nil {
+		touched = s.summarize(e, c)
 		c.putEnvState(e.key, &e.state)
 		e.commits++
 	}
 	t := s.store.Append(gen, persistence.Record{Ops: c.ops})
+	for _, ent := range touched {
+		ent.written = t
+	}
 	c.release()
 	if e != nil {
 		st := e.state

@@ -108,6 +108,21 @@ func (s *System) DropOwnerKeyIndex(ctx context.Context) error {
 	return s.store.Append(s.store.Gen(), persistence.Record{Ops: ops}).Wait(ctx)
 }
 
+// HoursPassedOver is how many hours of spend indexes the lists have
+// passed over without reading them.
+func (s *System) HoursPassedOver() int64 { return s.hoursPassedOver.Load() }
+
+// DropSpendHours removes the summaries of the spends' hours and their
+// mark, as a store written before the summaries existed has neither.
+func (s *System) DropSpendHours(ctx context.Context) error {
+	ops := []persistence.Op{persistence.Del(bMeta, []byte(spendHoursIndexed))}
+	_ = s.store.Scan(bSpendHours, nil, nil, false, func(k, _ []byte) bool {
+		ops = append(ops, persistence.Del(bSpendHours, k))
+		return true
+	})
+	return s.store.Append(s.store.Gen(), persistence.Record{Ops: ops}).Wait(ctx)
+}
+
 // AddKeyBehindArchive writes an agent key as a key change racing the
 // agent's archive would leave it: made, durable, not revoked, after the
 // archive read the agent's keys. It returns the secret.

@@ -23,6 +23,7 @@ const (
 	bSpends        = "spends"         // spend id -> Spend
 	bAgentSpends   = "agent_spends"   // agent id|spend id -> Idempotency-Key, 0, idemRecord (ids sort by time; see idempotency.go)
 	bEnvSpends     = "env_spends"     // owner id|env|spend id -> agent id
+	bSpendHours    = "spend_hours"    // 'a' agent id| or 'e' owner id|env|, hour(4) -> hourSummary; see spend_hours.go
 	bActive        = "active"         // agent id|spend id -> activeRecord, while a spend holds allowance
 	bIdem          = "idempotency"    // agent id|key -> idemRecord, of spends made before agent_spends held them
 	bEvents        = "events"         // owner id|env|sequence(8) -> StoredEvent

@@ -70,6 +70,9 @@ type pager struct {
 	// load turns an index entry into the item, its time, and whether it
 	// passes the filters.
 	load func(key, value []byte) (item []byte, at time.Time, ok bool, err error)
+	// hours, when set, passes over the hours of a spend index that hold
+	// no match (see spend_hours.go).
+	hours *hourFilter
 }
 
 func (pg pager) run(cursorKey []byte) (Page, error) {
@@ -116,9 +119,16 @@ func (pg pager) walk(cursorKey []byte, scan func(from []byte, reverse bool, fn f
 	var items [][]byte
 	var loadErr error
 	more := false
-	err := scan(from, !forward, func(k, v []byte) bool {
+	var jump []byte // where the scan goes on after an hour passed over
+	visit := func(k, v []byte) bool {
 		if cursorKey != nil && bytes.Equal(k, cursorKey) {
 			return true // the cursor itself is not part of the page
+		}
+		if pg.hours != nil {
+			if next, ok := pg.hours.passOver(pg.prefix, k[len(pg.prefix):], !forward); ok {
+				jump = next
+				return false
+			}
 		}
 		item, at, ok, err := pg.load(k, v)
 		if err != nil {
@@ -137,7 +147,12 @@ func (pg pager) walk(cursorKey []byte, scan func(from []byte, reverse bool, fn f
 		}
 		items = append(items, item)
 		return true
-	})
+	}
+	err := scan(from, !forward, visit)
+	for err == nil && loadErr == nil && jump != nil {
+		from, jump = jump, nil
+		err = scan(from, !forward, visit)
+	}
 	if err == nil {
 		err = loadErr
 	}
@@ -246,6 +261,7 @@ func (s *System) ListSpends(p Principal, q ListParams) (Page, error) {
 		}
 		return pg.runOver(keys, key)
 	}
+	pg.hours = newHourFilter(s, pg, q.Status, q.Destination)
 	return pg.run(key)
 }
 

@@ -51,33 +51,8 @@ func TestListActiveStatusesMatchesTheHistory(t *testing.T) {
 		Status      string `json:"status"`
 		Destination string `json:"destination"`
 	}
-	ids := func(page actors.Page) []string {
-		var out []string
-		for _, raw := range page.Items {
-			var sp spend
-			if err := json.Unmarshal(raw, &sp); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, sp.ID)
-		}
-		return out
-	}
-	// everything pages through a list newest first, starting_after.
-	everything := func(p actors.Principal, q actors.ListParams) []string {
-		var out []string
-		for {
-			page, err := h.sys.ListSpends(p, q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := ids(page)
-			out = append(out, got...)
-			if !page.HasMore {
-				return out
-			}
-			q.StartingAfter = got[len(got)-1]
-		}
-	}
+	ids := func(page actors.Page) []string { return pageIDs(t, page) }
+	everything := func(p actors.Principal, q actors.ListParams) []string { return listAll(t, h.sys, p, q) }
 	// byHand filters the unfiltered history by status, or by destination
 	// (without case) when one is given.
 	byHand := func(p actors.Principal, agentID string, status policy.Status, dest ...string) []string {
@@ -151,5 +126,40 @@ func TestListActiveStatusesMatchesTheHistory(t *testing.T) {
 	if _, err := h.sys.ListSpends(agents[0], actors.ListParams{Status: policy.StatusPendingApproval,
 		StartingAfter: "spd_00000000000000000000000000000000"}); !errors.As(err, &e) || e.Param != "starting_after" {
 		t.Errorf("an unknown cursor: %v, want a 400 on starting_after", err)
+	}
+}
+
+// pageIDs are the ids of a page of spends, in its order.
+func pageIDs(t *testing.T, page actors.Page) []string {
+	t.Helper()
+	var out []string
+	for _, raw := range page.Items {
+		var sp struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(raw, &sp); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, sp.ID)
+	}
+	return out
+}
+
+// listAll pages through a list of spends newest first, with
+// starting_after, and returns every id.
+func listAll(t *testing.T, sys *actors.System, p actors.Principal, q actors.ListParams) []string {
+	t.Helper()
+	var out []string
+	for {
+		page, err := sys.ListSpends(p, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := pageIDs(t, page)
+		out = append(out, got...)
+		if !page.HasMore {
+			return out
+		}
+		q.StartingAfter = got[len(got)-1]
 	}
 }

@@ -148,11 +148,14 @@ func (c *Config) Validate() error {
 // owner environments, the settlement workers, the expiry timers and the
 // change hub.
 type System struct {
-	cfg    Config
-	store  *persistence.Store
-	clock  Clock
-	log    *slog.Logger
-	actors *actor.ActorSystem
+	cfg   Config
+	store *persistence.Store
+	// hoursPassedOver counts the hours lists of spends passed over
+	// unread (spend_hours.go).
+	hoursPassedOver atomic.Int64
+	clock           Clock
+	log             *slog.Logger
+	actors          *actor.ActorSystem
 
 	regMu  sync.RWMutex
 	agents map[string]*agentEntry
@@ -230,6 +233,10 @@ func New(cfg Config) (*System, error) {
 	s.hub = newHub()
 	s.timers = newExpiryTimers(s)
 	if err := s.indexOwnerKeys(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if err := s.indexSpendHours(ctx); err != nil {
 		s.Close()
 		return nil, err
 	}
