@@ -449,6 +449,14 @@ func (s *System) sweepReset(ctx context.Context, m resetMarker) (ResetRemoved, e
 			return true
 		})
 	}
+	if err == nil {
+		// The summaries of the blocks whose events are all gone.
+		err = scan(bEventBlocks, envPrefix, func(k, _ []byte) {
+			if len(k) == len(envPrefix)+8 && (binary.BigEndian.Uint64(k[len(envPrefix):])+1)*eventBlockSize <= m.EventFloor+1 {
+				w.del(bEventBlocks, k)
+			}
+		})
+	}
 	if err != nil {
 		return n, fmt.Errorf("actors: sweeping a practice reset: %w", err)
 	}

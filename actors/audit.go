@@ -166,7 +166,44 @@ func Audit(store *persistence.Store, initialPool map[string]policy.Amount) Audit
 	}
 	auditKeyIndex(store, bad)
 	auditSpendHours(store, agents, bad)
+	auditEventBlocks(store, bad)
 	return r
+}
+
+// auditEventBlocks checks that the summary of each event's block may hold
+// the event for every filter it passes (event_blocks.go).
+func auditEventBlocks(store *persistence.Store, bad func(string, ...any)) {
+	if mark, _ := store.Get(bMeta, []byte(eventBlocksIndexed)); mark == nil {
+		return
+	}
+	_ = store.Scan(bEvents, nil, nil, false, func(k, v []byte) bool {
+		var ev StoredEvent
+		if len(k) < 9 || json.Unmarshal(v, &ev) != nil {
+			bad("event %q does not decode", k)
+			return true
+		}
+		var b eventSummary
+		raw, _ := store.Get(bEventBlocks, blockKeyOf(k))
+		if len(raw) != len(b) {
+			bad("event %s has no summary of its block", ev.ID)
+			return true
+		}
+		copy(b[:], raw)
+		ok := b.mayHold(ev.Type, "", false)
+		if f := family(ev.Type); f != "" {
+			ok = ok && b.mayHold(f+"*", "", false)
+		}
+		if ev.AgentID != "" {
+			ok = ok && b.mayHold(ev.Type, ev.AgentID, false)
+			if hasAudience(ev.AudienceList, "agent") {
+				ok = ok && b.mayHold(ev.Type, ev.AgentID, true)
+			}
+		}
+		if !ok {
+			bad("the summary of event %s's block leaves out its type %s or agent %q", ev.ID, ev.Type, ev.AgentID)
+		}
+		return true
+	})
 }
 
 // auditSpendHours checks that the summary of each spend's hour, in its

@@ -49,8 +49,9 @@ type envLedger struct {
 	pendMu   sync.Mutex
 	pending  []pendingState
 	npending atomic.Int32
-	// hours are summaries of the spends' hours (under mu; spend_hours.go).
-	hours map[string]*hourEntry
+	// hours and blocks are summaries of the spends' hours and of the
+	// events' blocks (under mu; spend_hours.go, event_blocks.go).
+	hours, blocks map[string]*summaryEntry
 }
 
 type pendingState struct {
@@ -204,7 +205,7 @@ func (c *change) event(e *envLedger, agentID, typ string, obj any, audience []st
 // Caller holds e.mu so records of one environment enter the journal in
 // sequence order.
 func (s *System) commit(gen uint64, e *envLedger, c *change) *persistence.Ticket {
-	var touched []*hourEntry
+	var touched []*summaryEntry
 	if e != nil {
 		touched = s.summarize(e, c)
 		c.putEnvState(e.key, &e.state)

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"time"
 
@@ -80,6 +81,18 @@ func (s *System) EventKeys(ownerID string, env Env) (seqs []uint64, ids []string
 	return seqs, ids
 }
 
+// EventBlocks are the blocks of an environment's events that have a
+// summary.
+func (s *System) EventBlocks(ownerID string, env Env) []uint64 {
+	prefix := prefixOf(ownerID, string(env))
+	var out []uint64
+	_ = s.store.Scan(bEventBlocks, prefix, nil, false, func(k, _ []byte) bool {
+		out = append(out, binary.BigEndian.Uint64(k[len(prefix):]))
+		return true
+	})
+	return out
+}
+
 func (s *System) IndexedEventIDs(ids []string) []string {
 	var out []string
 	for _, id := range ids {
@@ -108,9 +121,20 @@ func (s *System) DropOwnerKeyIndex(ctx context.Context) error {
 	return s.store.Append(s.store.Gen(), persistence.Record{Ops: ops}).Wait(ctx)
 }
 
-// HoursPassedOver is how many hours of spend indexes the lists have
-// passed over without reading them.
-func (s *System) HoursPassedOver() int64 { return s.hoursPassedOver.Load() }
+// PassedOver is how many hours of spend indexes and blocks of events the
+// lists have passed over without reading them.
+func (s *System) PassedOver() int64 { return s.partsPassedOver.Load() }
+
+// DropEventBlocks removes the summaries of the events' blocks and their
+// mark, as a store written before the summaries existed has neither.
+func (s *System) DropEventBlocks(ctx context.Context) error {
+	ops := []persistence.Op{persistence.Del(bMeta, []byte(eventBlocksIndexed))}
+	_ = s.store.Scan(bEventBlocks, nil, nil, false, func(k, _ []byte) bool {
+		ops = append(ops, persistence.Del(bEventBlocks, k))
+		return true
+	})
+	return s.store.Append(s.store.Gen(), persistence.Record{Ops: ops}).Wait(ctx)
+}
 
 // DropSpendHours removes the summaries of the spends' hours and their
 // mark, as a store written before the summaries existed has neither.

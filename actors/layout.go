@@ -28,6 +28,7 @@ const (
 	bIdem          = "idempotency"    // agent id|key -> idemRecord, of spends made before agent_spends held them
 	bEvents        = "events"         // owner id|env|sequence(8) -> StoredEvent
 	bEventIDs      = "event_ids"      // event id -> sequence(8), for list cursors
+	bEventBlocks   = "event_blocks"   // owner id|env|block(8) -> eventSummary; see event_blocks.go
 	bReceipts      = "receipts"       // receipt id -> Receipt
 	bApprovals     = "approvals"      // approval id -> spend id
 	bMeta          = "service_meta"   // misc singletons

@@ -70,9 +70,16 @@ type pager struct {
 	// load turns an index entry into the item, its time, and whether it
 	// passes the filters.
 	load func(key, value []byte) (item []byte, at time.Time, ok bool, err error)
-	// hours, when set, passes over the hours of a spend index that hold
-	// no match (see spend_hours.go).
-	hours *hourFilter
+	// skip, when set, passes over the parts of the index (hours of
+	// spends, blocks of events) that hold no match.
+	skip passer
+}
+
+// passer tells a walk to pass over the part of an index that holds the
+// entry keyed prefix+rest, and where to go on from, when no entry of that
+// part can match.
+type passer interface {
+	passOver(prefix, rest []byte, newestFirst bool) (next []byte, ok bool)
 }
 
 func (pg pager) run(cursorKey []byte) (Page, error) {
@@ -124,8 +131,8 @@ func (pg pager) walk(cursorKey []byte, scan func(from []byte, reverse bool, fn f
 		if cursorKey != nil && bytes.Equal(k, cursorKey) {
 			return true // the cursor itself is not part of the page
 		}
-		if pg.hours != nil {
-			if next, ok := pg.hours.passOver(pg.prefix, k[len(pg.prefix):], !forward); ok {
+		if pg.skip != nil {
+			if next, ok := pg.skip.passOver(pg.prefix, k[len(pg.prefix):], !forward); ok {
 				jump = next
 				return false
 			}
@@ -261,7 +268,9 @@ func (s *System) ListSpends(p Principal, q ListParams) (Page, error) {
 		}
 		return pg.runOver(keys, key)
 	}
-	pg.hours = newHourFilter(s, pg, q.Status, q.Destination)
+	if f := newHourFilter(s, pg, q.Status, q.Destination); f != nil {
+		pg.skip = f
+	}
 	return pg.run(key)
 }
 
@@ -462,6 +471,9 @@ func (s *System) ListEvents(p Principal, q ListParams) (Page, error) {
 			return nil, ev.Created, false, nil
 		}
 		return mustJSON(ev.Event), ev.Created, true, nil
+	}
+	if f := newEventFilter(s, q.Type, agentID, p.Kind == KindAgent); f != nil {
+		pg.skip = f
 	}
 	return pg.run(cursorKey)
 }

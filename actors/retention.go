@@ -3,6 +3,7 @@ package actors
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"sync/atomic"
@@ -121,6 +122,9 @@ func (s *System) sweepEnvEvents(ctx context.Context, ownerID string, env Env) (i
 		// a newer event shows it is not the newest.
 		heldKey []byte
 		heldID  string
+		// kept is the sequence of the oldest event kept, 0 when none was
+		// read.
+		kept uint64
 	)
 	commit := func() error {
 		if len(ops) == 0 {
@@ -157,6 +161,9 @@ func (s *System) sweepEnvEvents(ctx context.Context, ownerID string, env Env) (i
 			Created time.Time `json:"created"`
 		}
 		if json.Unmarshal(v, &ev) != nil || ev.ID == "" || !ev.Created.Before(cutoff) {
+			if len(k) >= 8 {
+				kept = binary.BigEndian.Uint64(k[len(k)-8:])
+			}
 			return false // young enough, or undatable: kept, and so is every newer one
 		}
 		heldKey, heldID = k, ev.ID
@@ -170,6 +177,10 @@ func (s *System) sweepEnvEvents(ctx context.Context, ownerID string, env Env) (i
 	}
 	if failed == nil {
 		failed = commit()
+	}
+	if failed == nil && deleted > 0 && kept > 0 {
+		// The summaries of the blocks whose events are all deleted now.
+		failed = s.dropEventBlocksBelow(ctx, prefixOf(ownerID, string(env)), kept)
 	}
 	if failed != nil {
 		return deleted, fmt.Errorf("actors: deleting expired events of %s/%s: %w", ownerID, env, failed)

@@ -49,7 +49,6 @@ type hourSummary [3 + bloomBytes]byte
 
 const (
 	bloomBytes = 64 // 512 bits: a few hundred destinations an hour before it saturates
-	bloomBits  = bloomBytes * 8
 	bloomProbe = 4
 	// summary flags: a spend whose destination is not plain ASCII, which
 	// the filter's case-folding hash cannot place; a status with no bit.
@@ -74,9 +73,7 @@ func (h *hourSummary) add(status policy.Status, destination string) bool {
 		h[2] |= hourOddStatus
 	}
 	if sum, ok := destinationHash(destination); ok {
-		for _, i := range bloomIndexes(sum) {
-			h[3+i/8] |= 1 << (i % 8)
-		}
+		bloomAdd(h[3:], sum)
 	} else {
 		h[2] |= hourOddDestination
 	}
@@ -96,13 +93,8 @@ func (h *hourSummary) mayHold(status policy.Status, destination string) bool {
 	if destination != "" && h[2]&hourOddDestination == 0 {
 		// A destination that is not plain ASCII may equal, without case,
 		// one that is (the Kelvin sign and k): no hour is passed over.
-		sum, ok := destinationHash(destination)
-		if ok {
-			for _, i := range bloomIndexes(sum) {
-				if h[3+i/8]&(1<<(i%8)) == 0 {
-					return false
-				}
-			}
+		if sum, ok := destinationHash(destination); ok && !bloomHas(h[3:], sum) {
+			return false
 		}
 	}
 	return true
@@ -126,14 +118,32 @@ func destinationHash(d string) (uint64, bool) {
 	return sum, true
 }
 
-// bloomIndexes are the filter's bits of a hash (double hashing).
-func bloomIndexes(sum uint64) [bloomProbe]uint {
+// bloomIndexes are the bits of a hash in a Bloom filter of n bits
+// (double hashing).
+func bloomIndexes(sum uint64, n uint) [bloomProbe]uint {
 	a, b := uint(sum), uint(sum>>32)|1
 	var out [bloomProbe]uint
 	for i := range out {
-		out[i] = (a + uint(i)*b) % bloomBits
+		out[i] = (a + uint(i)*b) % n
 	}
 	return out
+}
+
+// bloomAdd sets a hash's bits in the filter bits.
+func bloomAdd(bits []byte, sum uint64) {
+	for _, i := range bloomIndexes(sum, uint(len(bits))*8) {
+		bits[i/8] |= 1 << (i % 8)
+	}
+}
+
+// bloomHas reports whether every bit of a hash is set in the filter bits.
+func bloomHas(bits []byte, sum uint64) bool {
+	for _, i := range bloomIndexes(sum, uint(len(bits))*8) {
+		if bits[i/8]&(1<<(i%8)) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // spendHour is the hour, since 1970, of a spend id's time (its first six
@@ -195,28 +205,30 @@ func (c *change) putSpend(sp *policy.Spend, body []byte) {
 	c.marks = append(c.marks, spendMark{agentID: sp.AgentID, spendID: sp.ID, status: sp.Status, destination: sp.Destination})
 }
 
-// hourEntry is a summary as the environment's last record left it.
-type hourEntry struct {
-	sum hourSummary
+// summaryEntry is a summary (of a spend hour or an event block) as the
+// environment's last record left it.
+type summaryEntry struct {
+	b []byte
 	// written is the record that wrote it, nil when read from the store;
 	// the entry is kept at least until that record is done, since a read
 	// of the store would not see it before.
 	written *persistence.Ticket
 }
 
-// maxHourEntries bounds an environment's summaries in memory: past it,
-// those whose records are done are dropped (and read again when needed).
-const maxHourEntries = 1024
+// maxSummaryEntries bounds an environment's summaries of one kind in
+// memory: past it, those whose records are done are dropped (and read
+// again when needed).
+const maxSummaryEntries = 1024
 
-// summarize adds the change's spend states to the summaries of their
-// hours and writes those that changed. Caller holds e.mu, so the
-// summaries of the environment's hours change in journal order.
-func (s *System) summarize(e *envLedger, c *change) []*hourEntry {
-	if len(c.marks) == 0 {
+// summarize adds the change's spend states and events to the summaries
+// of their hours and blocks, and writes those that changed. Caller holds
+// e.mu, so the environment's summaries change in journal order.
+func (s *System) summarize(e *envLedger, c *change) []*summaryEntry {
+	if len(c.marks) == 0 && len(c.events) == 0 {
 		return nil
 	}
-	var touched []*hourEntry
-	// The keys are built in a scratch buffer: most spends change no
+	var touched []*summaryEntry
+	// The keys are built in a scratch buffer: most records change no
 	// summary, and a lookup by a converted key does not copy it.
 	var scratch [160]byte
 	for _, m := range c.marks {
@@ -232,46 +244,57 @@ func (s *System) summarize(e *envLedger, c *change) []*hourEntry {
 				k = append(append(k, e.key...), '|')
 			}
 			k = binary.BigEndian.AppendUint32(k, hour)
-			ent := s.hourEntry(e, k)
-			if ent.sum.add(m.status, m.destination) {
-				c.putRaw(bSpendHours, bytes.Clone(k), append([]byte(nil), ent.sum[:]...))
+			ent := s.cachedSummary(&e.hours, bSpendHours, k, len(hourSummary{}))
+			if (*hourSummary)(ent.b).add(m.status, m.destination) {
+				c.putRaw(bSpendHours, bytes.Clone(k), bytes.Clone(ent.b))
 				touched = append(touched, ent)
 			}
+		}
+	}
+	for i := range c.events {
+		ev := &c.events[i]
+		k := append(append(scratch[:0], e.key...), '|')
+		k = binary.BigEndian.AppendUint64(k, ev.Sequence/eventBlockSize)
+		ent := s.cachedSummary(&e.blocks, bEventBlocks, k, len(eventSummary{}))
+		if (*eventSummary)(ent.b).add(ev) {
+			c.putRaw(bEventBlocks, bytes.Clone(k), bytes.Clone(ent.b))
+			touched = append(touched, ent)
 		}
 	}
 	return touched
 }
 
-// hourEntry is the summary under k, from memory or the store; an entry
-// that does not decode is taken as saturated (it passes over nothing).
-func (s *System) hourEntry(e *envLedger, k []byte) *hourEntry {
-	if ent := e.hours[string(k)]; ent != nil {
+// cachedSummary is the summary of size bytes under k in bucket, from the
+// cache m or the store; one that does not decode is taken as saturated
+// (it passes over nothing).
+func (s *System) cachedSummary(m *map[string]*summaryEntry, bucket string, k []byte, size int) *summaryEntry {
+	if ent := (*m)[string(k)]; ent != nil {
 		return ent
 	}
-	if len(e.hours) >= maxHourEntries {
-		for key, ent := range e.hours {
+	if len(*m) >= maxSummaryEntries {
+		for key, ent := range *m {
 			if ent.written == nil || isDone(ent.written) {
-				delete(e.hours, key)
+				delete(*m, key)
 			}
 		}
 	}
-	ent := &hourEntry{}
-	if v, err := s.store.Get(bSpendHours, k); err != nil || v != nil && len(v) != len(ent.sum) {
-		saturate(&ent.sum)
+	ent := &summaryEntry{b: make([]byte, size)}
+	if v, err := s.store.Get(bucket, k); err != nil || v != nil && len(v) != size {
+		saturate(ent.b)
 	} else {
-		copy(ent.sum[:], v)
+		copy(ent.b, v)
 	}
-	if e.hours == nil {
-		e.hours = make(map[string]*hourEntry)
+	if *m == nil {
+		*m = make(map[string]*summaryEntry)
 	}
-	e.hours[string(k)] = ent
+	(*m)[string(k)] = ent
 	return ent
 }
 
 // saturate makes a summary that passes over nothing.
-func saturate(h *hourSummary) {
-	for i := range h {
-		h[i] = 0xff
+func saturate(b []byte) {
+	for i := range b {
+		b[i] = 0xff
 	}
 }
 
@@ -321,7 +344,7 @@ func (f *hourFilter) passOver(prefix, id []byte, newestFirst bool) ([]byte, bool
 	}
 	next := hourBound(prefix, hour, newestFirst)
 	if next != nil {
-		f.sys.hoursPassedOver.Add(1)
+		f.sys.partsPassedOver.Add(1)
 	}
 	return next, next != nil
 }

@@ -116,8 +116,28 @@ func TestHourSummaryNeverLeavesOutWhatItHolds(t *testing.T) {
 		t.Error("adding what the summary holds changed it")
 	}
 	var sat hourSummary
-	saturate(&sat)
+	saturate(sat[:])
 	if !sat.mayHold(policy.StatusExpired, "never.example") {
 		t.Error("a saturated summary passes over an hour")
+	}
+}
+
+// TestBlockBoundsLieBetweenTheBlocks: as for the hours, for the blocks of
+// an environment's events.
+func TestBlockBoundsLieBetweenTheBlocks(t *testing.T) {
+	prefix := prefixOf("own", "test")
+	const b = 7
+	first, last := seqKey(prefix, b*eventBlockSize), seqKey(prefix, (b+1)*eventBlockSize-1)
+	if !bytes.Equal(blockKeyOf(first), blockKeyOf(last)) || bytes.Equal(blockKeyOf(last), blockKeyOf(seqKey(prefix, (b+1)*eventBlockSize))) {
+		t.Fatal("the first and last sequence of a block are not alone in one block")
+	}
+	if got := blockBound(prefix, b, true); !bytes.Equal(got, seqKey(prefix, b*eventBlockSize-1)) {
+		t.Errorf("newest first: %x, want the last sequence of the block before", got)
+	}
+	if got := blockBound(prefix, b, false); !bytes.Equal(got, seqKey(prefix, (b+1)*eventBlockSize)) {
+		t.Errorf("oldest first: %x, want the first sequence of the next block", got)
+	}
+	if blockBound(prefix, 0, true) != nil {
+		t.Error("newest first from the first block: want nowhere to go on from")
 	}
 }

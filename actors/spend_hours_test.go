@@ -137,14 +137,14 @@ func TestListsPassOverHoursWithoutAMatch(t *testing.T) {
 		t.Fatalf("the owner has %d spends to the other vendor, want 1", len(got))
 	}
 
-	before := h.sys.HoursPassedOver()
+	before := h.sys.PassedOver()
 	check("as written")
 	// A declined spend in one hour of ten: the other hours, of the owner's
 	// index and of each agent's, are passed over unread.
-	passed := h.sys.HoursPassedOver()
+	passed := h.sys.PassedOver()
 	mark := passed
 	back(owner, actors.ListParams{Status: policy.StatusDeclined})
-	if got := h.sys.HoursPassedOver() - mark; got < 9 {
+	if got := h.sys.PassedOver() - mark; got < 9 {
 		t.Errorf("the owner's declined spends passed over %d hours, want the 9 without one", got)
 	}
 	if passed == before {
@@ -161,9 +161,9 @@ func TestListsPassOverHoursWithoutAMatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("built at the start")
-	mark = h.sys.HoursPassedOver()
+	mark = h.sys.PassedOver()
 	back(agents[1], actors.ListParams{Destination: "other.example.org"})
-	if got := h.sys.HoursPassedOver() - mark; got < 9 {
+	if got := h.sys.PassedOver() - mark; got < 9 {
 		t.Errorf("after the rebuild, agent b's spends to the other vendor passed over %d hours, want the 9 without one", got)
 	}
 }

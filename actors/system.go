@@ -150,9 +150,10 @@ func (c *Config) Validate() error {
 type System struct {
 	cfg   Config
 	store *persistence.Store
-	// hoursPassedOver counts the hours lists of spends passed over
-	// unread (spend_hours.go).
-	hoursPassedOver atomic.Int64
+	// partsPassedOver counts the hours of spends and the blocks of
+	// events that lists passed over unread (spend_hours.go,
+	// event_blocks.go).
+	partsPassedOver atomic.Int64
 	clock           Clock
 	log             *slog.Logger
 	actors          *actor.ActorSystem
@@ -237,6 +238,10 @@ func New(cfg Config) (*System, error) {
 		return nil, err
 	}
 	if err := s.indexSpendHours(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if err := s.indexEventBlocks(ctx); err != nil {
 		s.Close()
 		return nil, err
 	}
