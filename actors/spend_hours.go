@@ -217,8 +217,10 @@ type summaryEntry struct {
 
 // maxSummaryEntries bounds an environment's summaries of one kind in
 // memory: past it, those whose records are done are dropped (and read
-// again when needed).
-const maxSummaryEntries = 1024
+// again from the store when needed, a lookup in memory for the recent
+// ones). Low, so that every busy environment of a long-running service
+// holds tens of kilobytes of them, not megabytes.
+const maxSummaryEntries = 256
 
 // summarize adds the change's spend states and events to the summaries
 // of their hours and blocks, and writes those that changed. Caller holds

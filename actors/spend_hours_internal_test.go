@@ -2,14 +2,17 @@ package actors
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentpay/guard/persistence"
 	"github.com/agentpay/guard/policy"
 )
 
@@ -139,5 +142,34 @@ func TestBlockBoundsLieBetweenTheBlocks(t *testing.T) {
 	}
 	if blockBound(prefix, 0, true) != nil {
 		t.Error("newest first from the first block: want nowhere to go on from")
+	}
+}
+
+// TestSummaryCacheStaysBounded: an environment that touches ever more
+// hours keeps at most maxSummaryEntries of their summaries in memory, and
+// one dropped is read again from the store as it was written.
+func TestSummaryCacheStaysBounded(t *testing.T) {
+	sys, store := openSystem(t, filepath.Join(t.TempDir(), "j.db"), SystemClock{}, nil)
+	defer closeSystem(t, sys, store)
+	e := &envLedger{key: []byte("own|test")}
+	first := hourKey(hoursOfEnv, prefixOf("own", "test"), 1)
+	ent := sys.cachedSummary(&e.hours, bSpendHours, first, len(hourSummary{}))
+	(*hourSummary)(ent.b).add(policy.StatusDeclined, "a.example")
+	if err := store.Append(store.Gen(), persistence.Record{Ops: []persistence.Op{
+		persistence.Put(bSpendHours, first, bytes.Clone(ent.b))}}).Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for h := range uint32(4 * maxSummaryEntries) {
+		sys.cachedSummary(&e.hours, bSpendHours, hourKey(hoursOfEnv, prefixOf("own", "test"), 100+h), len(hourSummary{}))
+		if len(e.hours) > maxSummaryEntries+1 {
+			t.Fatalf("%d summaries in memory after %d hours, want at most %d", len(e.hours), h+1, maxSummaryEntries+1)
+		}
+	}
+	if e.hours[string(first)] != nil {
+		t.Fatal("the first hour's summary is still in memory")
+	}
+	again := sys.cachedSummary(&e.hours, bSpendHours, first, len(hourSummary{}))
+	if !(*hourSummary)(again.b).mayHold(policy.StatusDeclined, "A.example") || (*hourSummary)(again.b).mayHold(policy.StatusSettled, "") {
+		t.Fatal("the summary read again is not the one written")
 	}
 }
