@@ -23,9 +23,7 @@ import (
 func TestEventListsPassOverBlocksWithoutAMatch(t *testing.T) {
 	h, _, owner, ownerSecret := practiceHarness(t, "1000.00")
 	ctx := context.Background()
-	trusted := []string{"api.vendor.com"}
-	rules := &policy.RulesInput{TrustedDestinations: &trusted, PerSpendLimit: strp("100.00"),
-		ApprovalOver: strp("100.00"), DailyCap: strp("1000.00"), MonthlyCap: strp("1000.00")}
+	rules := vendorRules("api.vendor.com")
 	quiet := guardtest.AgentPrincipal(t, h.sys, owner, "quiet", rules)
 	busy := guardtest.AgentPrincipal(t, h.sys, owner, "busy", rules)
 	createSpend(t, h.sys, quiet, vendorSpend("1.00", "/quiet/1", "q-1"))
@@ -185,9 +183,7 @@ func actorsMatchType(filter, typ string) bool {
 func TestRetentionDropsTheSummariesOfDeletedBlocks(t *testing.T) {
 	h, _, owner, _ := practiceHarness(t, "1000.00")
 	ctx := context.Background()
-	trusted := []string{"api.vendor.com"}
-	rules := &policy.RulesInput{TrustedDestinations: &trusted, PerSpendLimit: strp("100.00"),
-		ApprovalOver: strp("100.00"), DailyCap: strp("1000.00"), MonthlyCap: strp("1000.00")}
+	rules := vendorRules("api.vendor.com")
 	ag := guardtest.AgentPrincipal(t, h.sys, owner, "payer", rules)
 	spendAtOnce(t, h.sys, ag, 8, 160)
 	if blocks := h.sys.EventBlocks(owner.OwnerID, actors.EnvTest); len(blocks) < 2 {
@@ -230,4 +226,11 @@ func spendAtOnce(t *testing.T, sys *actors.System, p actors.Principal, conns, ea
 		})
 	}
 	wg.Wait()
+}
+
+// vendorRules trust the destinations given, with limits of 100.00 a
+// spend and 1,000.00 a day and a month.
+func vendorRules(trusted ...string) *policy.RulesInput {
+	return &policy.RulesInput{TrustedDestinations: &trusted, PerSpendLimit: strp("100.00"),
+		ApprovalOver: strp("100.00"), DailyCap: strp("1000.00"), MonthlyCap: strp("1000.00")}
 }

@@ -126,7 +126,7 @@ func (pg pager) walk(cursorKey []byte, scan func(from []byte, reverse bool, fn f
 	var items [][]byte
 	var loadErr error
 	more := false
-	var jump []byte // where the scan goes on after an hour passed over
+	var jump []byte // where the scan goes on after a part passed over
 	visit := func(k, v []byte) bool {
 		if cursorKey != nil && bytes.Equal(k, cursorKey) {
 			return true // the cursor itself is not part of the page

@@ -22,9 +22,7 @@ import (
 func TestListsPassOverHoursWithoutAMatch(t *testing.T) {
 	h, clock, owner, ownerSecret := practiceHarness(t, "1000.00")
 	ctx := context.Background()
-	trusted := []string{"api.vendor.com", "other.example.org"}
-	rules := &policy.RulesInput{TrustedDestinations: &trusted, PerSpendLimit: strp("100.00"),
-		ApprovalOver: strp("100.00"), DailyCap: strp("1000.00"), MonthlyCap: strp("1000.00")}
+	rules := vendorRules("api.vendor.com", "other.example.org")
 	agents := []actors.Principal{
 		guardtest.AgentPrincipal(t, h.sys, owner, "a", rules),
 		guardtest.AgentPrincipal(t, h.sys, owner, "b", rules),
