@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"fmt"
 	"strings"
 
 	"github.com/agentpay/guard/internal/fastjson"
@@ -111,9 +110,7 @@ type eventFilter struct {
 	typeFilter   string
 	agentID      string
 	shownToAgent bool
-	block        uint64
-	seen         bool
-	mayHold      bool
+	at           partCache // the block of the last entry
 }
 
 // newEventFilter is the filter of a list, or nil when the list has no
@@ -130,23 +127,18 @@ func (f *eventFilter) passOver(prefix, rest []byte, newestFirst bool) ([]byte, b
 		return nil, false
 	}
 	block := binary.BigEndian.Uint64(rest) / eventBlockSize
-	if !f.seen || block != f.block {
-		f.seen, f.block, f.mayHold = true, block, true
+	if f.at.enter(block) {
 		v, err := f.sys.store.Get(bEventBlocks, binary.BigEndian.AppendUint64(bytes.Clone(prefix), block))
 		var b eventSummary
 		if err == nil && len(v) == len(b) {
 			copy(b[:], v)
-			f.mayHold = b.mayHold(f.typeFilter, f.agentID, f.shownToAgent)
+			f.at.mayHold = b.mayHold(f.typeFilter, f.agentID, f.shownToAgent)
 		}
 	}
-	if f.mayHold {
+	if f.at.mayHold {
 		return nil, false
 	}
-	next := blockBound(prefix, block, newestFirst)
-	if next != nil {
-		f.sys.partsPassedOver.Add(1)
-	}
-	return next, next != nil
+	return f.at.passed(f.sys, blockBound(prefix, block, newestFirst))
 }
 
 // blockBound is the event key a walk goes on from to pass over a block:
@@ -164,47 +156,35 @@ func blockBound(prefix []byte, block uint64, newestFirst bool) []byte {
 }
 
 // indexEventBlocks summarizes the blocks of every event, once: on a store
-// that has no eventBlocksIndexed mark. As indexSpendHours.
+// that has no eventBlocksIndexed mark (see indexOnce).
 func (s *System) indexEventBlocks(ctx context.Context) error {
-	mark, err := s.store.Get(bMeta, []byte(eventBlocksIndexed))
-	if err != nil {
-		return fmt.Errorf("actors: reading the mark of the events' blocks: %w", err)
-	}
-	if mark != nil {
-		return nil
-	}
-	sums := map[string]*eventSummary{}
-	n := 0
-	err = s.store.Scan(bEvents, nil, nil, false, func(k, v []byte) bool {
-		var ev StoredEvent
-		if len(k) < 9 || fastjson.Unmarshal(v, &ev) != nil {
-			return true
-		}
-		key := blockKeyOf(k)
-		b := sums[string(key)]
-		if b == nil {
-			b = &eventSummary{}
-			sums[string(key)] = b
-		}
-		b.add(&ev)
-		n++
-		return true
-	})
-	if err != nil {
-		return fmt.Errorf("actors: reading the events to summarize their blocks: %w", err)
-	}
-	w := &sweepWriter{s: s, gen: s.store.Gen()}
-	for k, b := range sums {
-		w.add(persistence.Put(bEventBlocks, []byte(k), bytes.Clone(b[:])))
-	}
-	w.add(persistence.Put(bMeta, []byte(eventBlocksIndexed), []byte("1")))
-	if err := w.finish(ctx); err != nil {
-		return fmt.Errorf("actors: writing the summaries of the events' blocks: %w", err)
-	}
-	if n > 0 {
-		s.log.Info("summarized the blocks of the events", "events", n, "blocks", len(sums))
-	}
-	return nil
+	return s.indexOnce(ctx, eventBlocksIndexed, "the summaries of the events' blocks", "summarized the blocks of the events",
+		func(add func(persistence.Op)) ([]any, error) {
+			sums := map[string]*eventSummary{}
+			n := 0
+			err := s.store.Scan(bEvents, nil, nil, false, func(k, v []byte) bool {
+				var ev StoredEvent
+				if len(k) < 9 || fastjson.Unmarshal(v, &ev) != nil {
+					return true
+				}
+				key := blockKeyOf(k)
+				b := sums[string(key)]
+				if b == nil {
+					b = &eventSummary{}
+					sums[string(key)] = b
+				}
+				b.add(&ev)
+				n++
+				return true
+			})
+			if err != nil || n == 0 {
+				return nil, err
+			}
+			for k, b := range sums {
+				add(persistence.Put(bEventBlocks, []byte(k), bytes.Clone(b[:])))
+			}
+			return []any{"events", n, "blocks", len(sums)}, nil
+		})
 }
 
 // blockKeyOf is the summary key of the block of an event key

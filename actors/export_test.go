@@ -113,12 +113,7 @@ func SetEventSweepBatch(n int) (restore func()) {
 // DropOwnerKeyIndex removes the owners' index of keys and its mark, as a
 // store written before the index existed has neither.
 func (s *System) DropOwnerKeyIndex(ctx context.Context) error {
-	ops := []persistence.Op{persistence.Del(bMeta, []byte(ownerKeysIndexed))}
-	_ = s.store.Scan(bOwnerKeys, nil, nil, false, func(k, _ []byte) bool {
-		ops = append(ops, persistence.Del(bOwnerKeys, k))
-		return true
-	})
-	return s.store.Append(s.store.Gen(), persistence.Record{Ops: ops}).Wait(ctx)
+	return s.dropBuilt(ctx, ownerKeysIndexed, bOwnerKeys)
 }
 
 // PassedOver is how many hours of spend indexes and blocks of events the
@@ -128,23 +123,13 @@ func (s *System) PassedOver() int64 { return s.partsPassedOver.Load() }
 // DropEventBlocks removes the summaries of the events' blocks and their
 // mark, as a store written before the summaries existed has neither.
 func (s *System) DropEventBlocks(ctx context.Context) error {
-	ops := []persistence.Op{persistence.Del(bMeta, []byte(eventBlocksIndexed))}
-	_ = s.store.Scan(bEventBlocks, nil, nil, false, func(k, _ []byte) bool {
-		ops = append(ops, persistence.Del(bEventBlocks, k))
-		return true
-	})
-	return s.store.Append(s.store.Gen(), persistence.Record{Ops: ops}).Wait(ctx)
+	return s.dropBuilt(ctx, eventBlocksIndexed, bEventBlocks)
 }
 
 // DropSpendHours removes the summaries of the spends' hours and their
 // mark, as a store written before the summaries existed has neither.
 func (s *System) DropSpendHours(ctx context.Context) error {
-	ops := []persistence.Op{persistence.Del(bMeta, []byte(spendHoursIndexed))}
-	_ = s.store.Scan(bSpendHours, nil, nil, false, func(k, _ []byte) bool {
-		ops = append(ops, persistence.Del(bSpendHours, k))
-		return true
-	})
-	return s.store.Append(s.store.Gen(), persistence.Record{Ops: ops}).Wait(ctx)
+	return s.dropBuilt(ctx, spendHoursIndexed, bSpendHours)
 }
 
 // AddKeyBehindArchive writes an agent key as a key change racing the
@@ -167,4 +152,14 @@ func (s *System) RevokeLateKeys(ctx context.Context, p Principal, agentID string
 		return err
 	}
 	return s.revokeLateKeys(ctx, ag)
+}
+
+// dropBuilt removes what indexOnce built in bucket, and its mark.
+func (s *System) dropBuilt(ctx context.Context, mark, bucket string) error {
+	ops := []persistence.Op{persistence.Del(bMeta, []byte(mark))}
+	_ = s.store.Scan(bucket, nil, nil, false, func(k, _ []byte) bool {
+		ops = append(ops, persistence.Del(bucket, k))
+		return true
+	})
+	return s.store.Append(s.store.Gen(), persistence.Record{Ops: ops}).Wait(ctx)
 }

@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/agentpay/guard/persistence"
 )
@@ -74,37 +73,22 @@ func (s *System) ownerKeys(ownerID string, env Env, reverse bool, since string, 
 }
 
 // indexOwnerKeys gives every key its entry in the owners' index, once: on
-// a store that has no ownerKeysIndexed mark. The entries go in records of
-// at most sweepRecordOps ops, the mark with the last, so a start cut short
-// does it again from the beginning (an entry written twice is the same
-// entry). New calls it before anything reads the index.
+// a store that has no ownerKeysIndexed mark (see indexOnce).
 func (s *System) indexOwnerKeys(ctx context.Context) error {
-	mark, err := s.store.Get(bMeta, []byte(ownerKeysIndexed))
-	if err != nil {
-		return fmt.Errorf("actors: reading the mark of the owners' key index: %w", err)
-	}
-	if mark != nil {
-		return nil
-	}
-	w := &sweepWriter{s: s, gen: s.store.Gen()}
-	n := 0
-	err = s.store.Scan(bKeys, nil, nil, false, func(_, v []byte) bool {
-		var k APIKey
-		if jsonUnmarshal(v, &k) == nil && k.ID != "" && k.OwnerID != "" {
-			w.add(persistence.Put(bOwnerKeys, ownerKeyEntry(&k), []byte(k.AgentID)))
-			n++
-		}
-		return true
-	})
-	if err != nil {
-		return fmt.Errorf("actors: reading the keys to index them: %w", err)
-	}
-	w.add(persistence.Put(bMeta, []byte(ownerKeysIndexed), []byte("1")))
-	if err := w.finish(ctx); err != nil {
-		return fmt.Errorf("actors: writing the owners' key index: %w", err)
-	}
-	if n > 0 {
-		s.log.Info("indexed the keys by owner", "keys", n)
-	}
-	return nil
+	return s.indexOnce(ctx, ownerKeysIndexed, "the owners' key index", "indexed the keys by owner",
+		func(add func(persistence.Op)) ([]any, error) {
+			n := 0
+			err := s.store.Scan(bKeys, nil, nil, false, func(_, v []byte) bool {
+				var k APIKey
+				if jsonUnmarshal(v, &k) == nil && k.ID != "" && k.OwnerID != "" {
+					add(persistence.Put(bOwnerKeys, ownerKeyEntry(&k), []byte(k.AgentID)))
+					n++
+				}
+				return true
+			})
+			if err != nil || n == 0 {
+				return nil, err
+			}
+			return []any{"keys", n}, nil
+		})
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
-	"fmt"
 
 	"github.com/agentpay/guard/internal/fastjson"
 	"github.com/agentpay/guard/persistence"
@@ -307,10 +306,7 @@ type hourFilter struct {
 	index       byte
 	status      policy.Status
 	destination string
-	// the hour seen last and whether it may hold a match
-	hour    uint32
-	seen    bool
-	mayHold bool
+	at          partCache // the hour of the last entry
 }
 
 // newHourFilter is the filter of a list of pg's index, or nil.
@@ -332,81 +328,61 @@ func (f *hourFilter) passOver(prefix, id []byte, newestFirst bool) ([]byte, bool
 	if !ok {
 		return nil, false
 	}
-	if !f.seen || hour != f.hour {
-		f.seen, f.hour, f.mayHold = true, hour, true
+	if f.at.enter(uint64(hour)) {
 		v, err := f.sys.store.Get(bSpendHours, hourKey(f.index, prefix, hour))
 		var h hourSummary
 		if err == nil && len(v) == len(h) {
 			copy(h[:], v)
-			f.mayHold = h.mayHold(f.status, f.destination)
+			f.at.mayHold = h.mayHold(f.status, f.destination)
 		}
 	}
-	if f.mayHold {
+	if f.at.mayHold {
 		return nil, false
 	}
-	next := hourBound(prefix, hour, newestFirst)
-	if next != nil {
-		f.sys.partsPassedOver.Add(1)
-	}
-	return next, next != nil
+	return f.at.passed(f.sys, hourBound(prefix, hour, newestFirst))
 }
 
 // indexSpendHours summarizes the hours of every spend, once: on a store
-// that has no spendHoursIndexed mark. The summaries go in records of at
-// most sweepRecordOps ops, the mark with the last, so a start cut short
-// does it again from the beginning (a summary written twice is the same).
-// New calls it before any list reads them; no spend is written meanwhile.
+// that has no spendHoursIndexed mark (see indexOnce).
 func (s *System) indexSpendHours(ctx context.Context) error {
-	mark, err := s.store.Get(bMeta, []byte(spendHoursIndexed))
-	if err != nil {
-		return fmt.Errorf("actors: reading the mark of the spends' hours: %w", err)
-	}
-	if mark != nil {
-		return nil
-	}
-	envOf := map[string][]byte{} // agent id -> owner id|env|
-	err = s.store.Scan(bAgents, nil, nil, false, func(_, v []byte) bool {
-		var a Agent
-		if jsonUnmarshal(v, &a) == nil && a.ID != "" {
-			envOf[a.ID] = prefixOf(a.OwnerID, string(EnvOf(a.Livemode)))
-		}
-		return true
-	})
-	if err != nil {
-		return fmt.Errorf("actors: reading the agents to summarize their spends: %w", err)
-	}
-	sums := map[string]*hourSummary{}
-	n := 0
-	err = s.store.Scan(bSpends, nil, nil, false, func(k, v []byte) bool {
-		var sp policy.Spend
-		hour, ok := spendHour(k)
-		if !ok || fastjson.Unmarshal(v, &sp) != nil || envOf[sp.AgentID] == nil {
-			return true
-		}
-		for _, key := range [][]byte{hourKey(hoursOfAgent, prefixOf(sp.AgentID), hour), hourKey(hoursOfEnv, envOf[sp.AgentID], hour)} {
-			h := sums[string(key)]
-			if h == nil {
-				h = &hourSummary{}
-				sums[string(key)] = h
+	return s.indexOnce(ctx, spendHoursIndexed, "the summaries of the spends' hours", "summarized the hours of the spends",
+		func(add func(persistence.Op)) ([]any, error) {
+			envOf := map[string][]byte{} // agent id -> owner id|env|
+			err := s.store.Scan(bAgents, nil, nil, false, func(_, v []byte) bool {
+				var a Agent
+				if jsonUnmarshal(v, &a) == nil && a.ID != "" {
+					envOf[a.ID] = prefixOf(a.OwnerID, string(EnvOf(a.Livemode)))
+				}
+				return true
+			})
+			if err != nil {
+				return nil, err
 			}
-			h.add(sp.Status, sp.Destination)
-		}
-		n++
-		return true
-	})
-	if err != nil {
-		return fmt.Errorf("actors: reading the spends to summarize their hours: %w", err)
-	}
-	w := &sweepWriter{s: s, gen: s.store.Gen()}
-	for k, h := range sums {
-		w.add(persistence.Put(bSpendHours, []byte(k), append([]byte(nil), h[:]...)))
-	}
-	w.add(persistence.Put(bMeta, []byte(spendHoursIndexed), []byte("1")))
-	if err := w.finish(ctx); err != nil {
-		return fmt.Errorf("actors: writing the summaries of the spends' hours: %w", err)
-	}
-	if n > 0 {
-		s.log.Info("summarized the hours of the spends", "spends", n, "hours", len(sums))
-	}
-	return nil
+			sums := map[string]*hourSummary{}
+			n := 0
+			err = s.store.Scan(bSpends, nil, nil, false, func(k, v []byte) bool {
+				var sp policy.Spend
+				hour, ok := spendHour(k)
+				if !ok || fastjson.Unmarshal(v, &sp) != nil || envOf[sp.AgentID] == nil {
+					return true
+				}
+				for _, key := range [][]byte{hourKey(hoursOfAgent, prefixOf(sp.AgentID), hour), hourKey(hoursOfEnv, envOf[sp.AgentID], hour)} {
+					h := sums[string(key)]
+					if h == nil {
+						h = &hourSummary{}
+						sums[string(key)] = h
+					}
+					h.add(sp.Status, sp.Destination)
+				}
+				n++
+				return true
+			})
+			if err != nil || n == 0 {
+				return nil, err
+			}
+			for k, h := range sums {
+				add(persistence.Put(bSpendHours, []byte(k), bytes.Clone(h[:])))
+			}
+			return []any{"spends", n, "hours", len(sums)}, nil
+		})
 }
